@@ -1,0 +1,1183 @@
+--- zkcoord.client: a ZooKeeper client over the C core.
+--
+-- The C core submits asynchronous operations and queues their replies; this
+-- module turns request ids into results, keeps the session alive (states,
+-- reconnects, a new session after expiry), retries idempotent reads, and
+-- runs watch and state callbacks on the caller's thread. How the caller
+-- waits is the waiter's business (zkcoord.wait.*): the client only asks it
+-- for events, sleeps and deferred calls.
+--
+-- Every operation exists in two forms:
+--   client:get(path)              waits and returns the result
+--   client:send("get", path)      returns a future at once; future:wait()
+-- Several futures may be in flight: one session runs its requests in order,
+-- so `send` several and wait for all is one round trip, not several.
+local core = require "zkcoord.core"
+local errors = require "zkcoord.errors"
+
+local C = core.c
+local now = core.now
+local errname = errors.name
+local retryable = errors.retryable
+local type, error, pairs, ipairs, select, tostring = type, error, pairs, ipairs, select, tostring
+local setmetatable, xpcall, unpack = setmetatable, xpcall, unpack or table.unpack
+local traceback = debug.traceback
+local byte, find, sub, concat = string.byte, string.find, string.sub, table.concat
+local random, min, floor = math.random, math.min, math.floor
+
+local REPLY, WATCH, SESSION = C.REPLY, C.WATCH, C.SESSION
+local RC_OK, RC_NONODE, RC_CLOSING = 0, -101, -116
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+_M.mt = mt
+
+-- Live clients, weakly held, so tests can find leaks (luv's LUV_HANDLES).
+_M.live = setmetatable({}, { __mode = "k" })
+
+local DEFAULTS = {
+    session_timeout = 10,
+    connect_timeout = 5,
+    reconnect = true,
+    max_data_size = 1024 * 1024,   -- ZooKeeper's jute.maxbuffer: 1 MiB per node
+    zk_log_level = 0,
+}
+
+local OPTION_KEYS = {
+    servers = "string|table", session_timeout = "number", connect_timeout = "number",
+    request_timeout = "number", chroot = "string", auth = "table", acl = "string|table",
+    retry = "table", wait = "string|table", reconnect = "boolean",
+    max_data_size = "number", logger = "function", zk_log_level = "number",
+    session_id = "string", session_password = "string",
+}
+
+local EVENT_NAMES = {
+    [C.CREATED_EVENT] = "created", [C.DELETED_EVENT] = "deleted",
+    [C.CHANGED_EVENT] = "changed", [C.CHILD_EVENT] = "child",
+    [C.NOTWATCHING_EVENT] = "notwatching",
+}
+
+
+-- ---------------------------------------------------------------------------
+-- Argument checks: misuse raises, at the caller's level.
+
+local function argerror(n, fname, msg, level)
+    error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (level or 2) + 1)
+end
+
+
+local function check_self(self, fname)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a zkcoord client (use client:%s(...))")
+              :format(fname, fname), 3)
+    end
+end
+
+
+--- Raises unless `path` is an absolute ZooKeeper path. A trailing "/" is
+--- allowed only where ZooKeeper appends a sequence number.
+local function check_path(path, fname, n, sequential)
+    if type(path) ~= "string" then
+        argerror(n or 1, fname, "path must be a string, got " .. type(path), 2)
+    end
+    if byte(path, 1) ~= 47 then
+        argerror(n or 1, fname, "path must start with '/': " .. path, 2)
+    end
+    local len = #path
+    if len > 1 and byte(path, len) == 47 and not sequential then
+        argerror(n or 1, fname, "path must not end with '/': " .. path, 2)
+    end
+    if find(path, "\0", 1, true) then
+        argerror(n or 1, fname, "path must not contain NUL", 2)
+    end
+    if find(path, "//", 1, true) then
+        argerror(n or 1, fname, "path must not contain empty segments: " .. path, 2)
+    end
+    local p = path .. "/"
+    if find(p, "/./", 1, true) or find(p, "/../", 1, true) then
+        argerror(n or 1, fname, "path must not contain '.' or '..' segments: " .. path, 2)
+    end
+    return path
+end
+_M.check_path = check_path
+
+
+local function check_version(v, fname, n)
+    if v == nil then
+        return -1
+    end
+    if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < -1 or v > 2147483647 then
+        argerror(n, fname, "version must be an integer >= -1", 2)
+    end
+    return v
+end
+
+
+local function check_timeout(t, fname, n)
+    if t ~= nil and (type(t) ~= "number" or t ~= t or t < 0) then
+        argerror(n, fname, "timeout must be a non-negative number of seconds or nil", 2)
+    end
+    return t
+end
+_M.check_timeout = check_timeout
+
+
+local function check_fn(fn, fname, n)
+    if fn ~= nil and type(fn) ~= "function" then
+        argerror(n, fname, "watch must be a function or nil", 2)
+    end
+    return fn
+end
+
+
+-- ---------------------------------------------------------------------------
+-- ACLs: names or arrays of { perms = "rwcda" | number, scheme =, id = }.
+
+local PERM_BITS = { r = C.PERM_READ, w = C.PERM_WRITE, c = C.PERM_CREATE,
+                    d = C.PERM_DELETE, a = C.PERM_ADMIN }
+local PERM_ORDER = { "r", "w", "c", "d", "a" }
+
+local NAMED_ACLS = {
+    open = { { perms = C.PERM_ALL, scheme = "world", id = "anyone" } },
+    creator_all = { { perms = C.PERM_ALL, scheme = "auth", id = "" } },
+    read = { { perms = C.PERM_READ, scheme = "world", id = "anyone" } },
+}
+
+
+local function perms_to_string(n)
+    local out = {}
+    for _, k in ipairs(PERM_ORDER) do
+        if floor(n / PERM_BITS[k]) % 2 == 1 then
+            out[#out + 1] = k
+        end
+    end
+    return concat(out)
+end
+
+
+local function normalize_acl(acl, fname, n)
+    if acl == nil then
+        return nil
+    end
+    if type(acl) == "string" then
+        local named = NAMED_ACLS[acl]
+        if not named then
+            argerror(n, fname, "unknown ACL name '" .. acl .. "' (open, creator_all, read)", 3)
+        end
+        return named
+    end
+    if type(acl) ~= "table" or #acl == 0 then
+        argerror(n, fname, "acl must be a name or a non-empty array", 3)
+    end
+    local out = {}
+    for i, e in ipairs(acl) do
+        if type(e) ~= "table" or type(e.scheme) ~= "string" or type(e.id) ~= "string" then
+            argerror(n, fname, "acl entry " .. i .. " needs string scheme and id", 3)
+        end
+        local perms = e.perms
+        if type(perms) == "string" then
+            local bits = 0
+            for ch in perms:gmatch(".") do
+                local b = PERM_BITS[ch]
+                if not b then
+                    argerror(n, fname, "unknown permission '" .. ch .. "' (use r w c d a)", 3)
+                end
+                bits = bits + b
+            end
+            perms = bits
+        elseif type(perms) ~= "number" or perms % 1 ~= 0 or perms < 0 or perms > 31 then
+            argerror(n, fname, "acl entry " .. i .. " perms must be a string like 'rwcda'", 3)
+        end
+        out[i] = { perms = perms, scheme = e.scheme, id = e.id }
+    end
+    return out
+end
+
+
+local function export_acl(acl)
+    for _, e in ipairs(acl) do
+        e.perms = perms_to_string(e.perms)
+    end
+    return acl
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Futures: one per request. wait() returns what the synchronous method does.
+
+local Future = {}
+local future_mt = { __index = Future }
+
+
+--- Waits for the result (at most `timeout` seconds, default the client's
+--- request_timeout) and returns it as the synchronous method would.
+function Future:wait(timeout)
+    if self.results then
+        return unpack(self.results, 1, self.results.n)
+    end
+    self.wait_timeout = timeout
+    return self.finish(self)
+end
+
+
+local function pack(...)
+    return { n = select("#", ...), ... }
+end
+
+
+--- Wraps a finish function so its results are cached (wait() may be called twice).
+local function make_future(client, finish, timeout)
+    local f = setmetatable({ client = client, timeout = timeout }, future_mt)
+    f.finish = function(self)
+        self.results = pack(finish(self))
+        return unpack(self.results, 1, self.results.n)
+    end
+    return f
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Connecting.
+
+local function hosts_string(servers)
+    if type(servers) == "string" then
+        if servers == "" then
+            argerror(1, "connect", "servers must not be empty", 3)
+        end
+        return servers
+    end
+    if type(servers) ~= "table" or #servers == 0 then
+        argerror(1, "connect", "servers must be a string or a non-empty array", 3)
+    end
+    for i, s in ipairs(servers) do
+        if type(s) ~= "string" then
+            argerror(1, "connect", "servers[" .. i .. "] must be a string", 3)
+        end
+    end
+    return concat(servers, ",")
+end
+
+
+local function default_logger(level, msg)
+    if level == "error" or level == "warn" then
+        io.stderr:write("zkcoord [", level, "] ", msg, "\n")
+    end
+end
+
+
+local function load_waiter(spec, client)
+    if type(spec) == "table" then
+        return spec.new and spec.new(client) or spec
+    end
+    if spec == nil or spec == "auto" then
+        spec = (ngx and ngx.get_phase) and "ngx" or "blocking"
+    end
+    if spec ~= "blocking" and spec ~= "ngx" then
+        argerror(1, "connect", "wait must be 'auto', 'blocking', 'ngx' or a waiter table", 4)
+    end
+    return require("zkcoord.wait." .. spec).new(client)
+end
+
+
+---@class zkcoord.connect_opts
+---@field servers string|string[]  "host:port,host:port" or an array
+---@field session_timeout number? seconds (default 10)
+---@field connect_timeout number? seconds to wait for the first connection (default 5)
+---@field request_timeout number? seconds one request may take (default session_timeout)
+---@field chroot string? namespace prefixed to every path
+---@field auth table? { scheme =, credentials = } or an array of them
+---@field acl string|table? default ACL of created nodes ("open", "creator_all", "read" or entries)
+---@field retry table? { max_tries = 5, base_delay = 0.05, max_delay = 1 } for idempotent reads
+---@field wait string|table? "auto" | "blocking" | "ngx" | a waiter
+---@field reconnect boolean? open a new session by itself after expiry (default true)
+
+--- Opens a session and waits (at most connect_timeout) until it is connected.
+---@param opts zkcoord.connect_opts
+---@return table|nil client, string? err, string? detail
+function _M.connect(opts)
+    if type(opts) == "string" then
+        opts = { servers = opts }
+    end
+    if type(opts) ~= "table" then
+        argerror(1, "connect", "options table expected, got " .. type(opts))
+    end
+    for k, v in pairs(opts) do
+        local want = OPTION_KEYS[k]
+        if not want then
+            argerror(1, "connect", "unknown option '" .. tostring(k) .. "'")
+        end
+        if not find(want, type(v), 1, true) then
+            argerror(1, "connect", "option '" .. k .. "' must be a " .. want)
+        end
+    end
+    local o = {}
+    for k, v in pairs(DEFAULTS) do o[k] = v end
+    for k, v in pairs(opts) do o[k] = v end
+    if not o.servers then
+        argerror(1, "connect", "option 'servers' is required")
+    end
+    for _, k in ipairs({ "session_timeout", "connect_timeout", "request_timeout" }) do
+        local v = o[k]
+        if v ~= nil and not (v > 0 and v < 1e6) then
+            argerror(1, "connect", "option '" .. k .. "' must be a positive number of seconds")
+        end
+    end
+    local hosts = hosts_string(o.servers)
+    if o.chroot then
+        if o.chroot ~= "/" then
+            check_path(o.chroot, "connect", 1)
+            hosts = hosts .. o.chroot
+        end
+    end
+    local auth = o.auth
+    if auth and auth.scheme then
+        auth = { auth }
+    end
+    for i, a in ipairs(auth or {}) do
+        if type(a.scheme) ~= "string" or type(a.credentials) ~= "string" then
+            argerror(1, "connect", "auth[" .. i .. "] needs string scheme and credentials")
+        end
+    end
+    local retry = o.retry or {}
+    local rp = {
+        max_tries = retry.max_tries or 5,
+        base_delay = retry.base_delay or 0.05,
+        max_delay = retry.max_delay or 1,
+    }
+    if rp.max_tries < 1 or rp.base_delay < 0 or rp.max_delay < 0 then
+        argerror(1, "connect", "retry needs max_tries >= 1 and non-negative delays")
+    end
+    core.set_log_level(o.zk_log_level)
+
+    local q, qerr, qdetail = core.queue()
+    if not q then
+        return nil, qerr, qdetail
+    end
+    local self = setmetatable({
+        _opts = o,
+        _hosts = hosts,
+        _auth = auth,
+        _acl = normalize_acl(o.acl, "connect", 1),
+        _retry = rp,
+        _request_timeout = o.request_timeout or o.session_timeout,
+        _log = o.logger or default_logger,
+        _q = q,
+        _serial = 0,
+        _state = "connecting",
+        _pending = {},            -- request id -> pending entry
+        _watches = {},            -- request id -> { fn =, path =, kind = }
+        _listeners = {},          -- on_state functions, in order
+        _state_events = {},       -- events set on every state change
+        _callbacks = { head = 1, tail = 0 },
+        _closed = false,
+    }, mt)
+    self._waiter = load_waiter(o.wait, self)
+
+    local ok, err, detail = self:_open_session(o.session_id, o.session_password)
+    if not ok then
+        return nil, err, detail
+    end
+    local connected = self:_wait_state(function(st) return st == "connected" end,
+                                       o.connect_timeout)
+    if not connected then
+        local state = self._state
+        self:close()
+        if state == "lost" then
+            return nil, "sessionexpired", "the session could not be resumed"
+        end
+        return nil, "timeout", ("no ZooKeeper server answered within %gs at %s")
+                               :format(o.connect_timeout, o.servers and hosts)
+    end
+    -- Credentials go with the session; wait so that the first create already
+    -- carries them (creator_all ACLs).
+    for _, f in ipairs(self._auth_futures or {}) do
+        local aok, aerr = f:wait(o.connect_timeout)
+        if not aok then
+            self:close()
+            return nil, aerr, "adding credentials failed"
+        end
+    end
+    self._auth_futures = nil
+    _M.live[self] = true
+    return self
+end
+
+
+function _M:_open_session(sid, password)
+    self._serial = self._serial + 1
+    local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
+                                     self._serial, sid, password)
+    if not s then
+        return nil, err, detail
+    end
+    self._s = s
+    self._session_id = nil
+    if self._auth then
+        local futures = {}
+        for i, a in ipairs(self._auth) do
+            futures[i] = self:_request(nil, "add_auth", a.scheme, a.credentials)
+        end
+        self._auth_futures = futures
+    end
+    return true
+end
+
+
+-- ---------------------------------------------------------------------------
+-- The pump: drain the queue, keep timers, run callbacks. Waiters call it.
+
+local function complete(self, p, rc, value, stat, extra)
+    p.done = true
+    p.rc, p.value, p.stat, p.extra = rc, value, stat, extra
+    if p.ev then
+        p.ev:set()
+    elseif p.late then
+        self._waiter:defer(p.late, p)
+    end
+end
+
+
+function _M:_drain()
+    local q, pending = self._q, self._pending
+    while true do
+        local kind, id, a, b, c, d = q:next()
+        if not kind then
+            return
+        end
+        if kind == REPLY then
+            local p = pending[id]
+            if p then
+                pending[id] = nil
+                if p.watch and a ~= RC_OK and not (p.watch == "exists" and a == RC_NONODE) then
+                    -- ZooKeeper set no watch: forget it.
+                    self._watches[id] = nil
+                end
+                complete(self, p, a, b, c, d)
+            end
+        elseif kind == WATCH then
+            local w = self._watches[id]
+            if w then
+                self._watches[id] = nil
+                self._waiter:defer(w.fn, { type = EVENT_NAMES[a] or tostring(a),
+                                           path = w.path, state = self._state })
+            end
+        elseif kind == SESSION then
+            if id == self._serial then
+                self:_session_event(a)
+            end
+        end
+    end
+end
+
+
+function _M:_run_callbacks()
+    local cbs = self._callbacks
+    while cbs.head <= cbs.tail do
+        local h = cbs.head
+        local item = cbs[h]
+        cbs[h] = nil
+        cbs.head = h + 1
+        local ok, err = xpcall(item[1], traceback, unpack(item, 3, 2 + item[2]))
+        if not ok then
+            self._log("error", "callback failed: " .. tostring(err))
+        end
+    end
+    cbs.head, cbs.tail = 1, 0
+end
+
+
+function _M:_enqueue_callback(fn, ...)
+    local cbs = self._callbacks
+    cbs.tail = cbs.tail + 1
+    cbs[cbs.tail] = { fn, select("#", ...), ... }
+end
+
+
+function _M:_pump()
+    self:_drain()
+    self:_check_timers()
+    self:_run_callbacks()
+end
+
+
+--- How long a waiter may sleep: at most `left`, and no longer than the next
+--- session timer (the simulated loss of a suspended session).
+function _M:_timer_cap(left)
+    if self._state == "suspended" and self._suspended_at then
+        local due = self._suspended_at + self:_lost_after() - now()
+        return due < left and (due > 0.001 and due or 0.001) or left
+    end
+    return left
+end
+
+
+function _M:_lost_after()
+    return self._negotiated_timeout or self._opts.session_timeout
+end
+
+
+function _M:_check_timers()
+    -- Curator's lesson (TN12): a client cut off from every server never hears
+    -- that its session expired. Once it has been suspended for the whole
+    -- session timeout the server has expired it: act as if we were told.
+    if self._state == "suspended" and self._suspended_at
+            and now() - self._suspended_at >= self:_lost_after() then
+        self:_session_lost("sessionexpired", "suspended for longer than the session timeout")
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Session states.
+
+function _M:_set_state(new)
+    local old = self._state
+    if old == new then
+        return
+    end
+    self._state = new
+    for _, ev in pairs(self._state_events) do
+        ev:set()
+    end
+    for _, fn in ipairs(self._listeners) do
+        self._waiter:defer(fn, new, old)
+    end
+end
+
+
+function _M:_session_event(state)
+    if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
+        local s = self._s
+        self._negotiated_timeout = s:timeout()
+        self._session_id = s:client_id()
+        self._suspended_at = nil
+        self:_set_state("connected")
+    elseif state == C.CONNECTING_STATE or state == C.ASSOCIATING_STATE then
+        if self._state == "connected" then
+            self._suspended_at = now()
+            self:_set_state("suspended")
+        end
+    elseif state == C.EXPIRED_SESSION_STATE then
+        self:_session_lost("sessionexpired")
+    elseif state == C.AUTH_FAILED_STATE then
+        self._log("error", "authentication failed: the session is closed")
+        self:_session_lost("authfailed", nil, true)
+    end
+end
+
+
+--- The session is gone: every watch it held is gone with it. Tell their
+--- owners, report "lost", and open a new session unless told not to.
+function _M:_session_lost(reason, detail, no_reconnect)
+    local old = self._s
+    local old_serial = self._serial
+    self._s = nil
+    self._session_id = nil
+    self._suspended_at = nil
+    local watches = self._watches
+    self._watches = {}
+    -- Requests of the old session fail with the reason, not "closed".
+    for _, p in pairs(self._pending) do
+        if p.serial == old_serial then
+            p.lost = reason
+        end
+    end
+    if old then
+        old:close()      -- fails what was in flight (ZCLOSING), fast: not connected
+    end
+    self._log("warn", "session lost (" .. reason .. (detail and ": " .. detail or "") .. ")")
+    self:_set_state("lost")
+    for _, w in pairs(watches) do
+        self._waiter:defer(w.fn, { type = "session", state = "lost", path = w.path })
+    end
+    if self._opts.reconnect and not no_reconnect and not self._closed then
+        local ok, err, why = self:_open_session()
+        if not ok then
+            self._log("error", "could not open a new session: " .. tostring(err)
+                               .. " " .. tostring(why))
+        end
+    end
+end
+
+
+--- Waits (bounded) until pred(state) is true. Returns true if it is.
+function _M:_wait_state(pred, timeout)
+    local deadline = now() + (timeout or self._request_timeout)
+    while not pred(self._state) do
+        if self._closed then
+            return pred(self._state)
+        end
+        local left = deadline - now()
+        if left <= 0 then
+            return false
+        end
+        local ev = self._waiter:event()
+        self._state_events[ev] = ev
+        ev:wait(left)
+        self._state_events[ev] = nil
+    end
+    return true
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Requests.
+
+--- Submits core method `method` and returns a future for its raw reply
+--- entry, or a future that yields nil, err if submission failed. `finish`
+--- converts a completed entry into results.
+function _M:_request(finish, method, ...)
+    local timeout = self._request_timeout
+    local s = self._s
+    local id, rc
+    if self._closed then
+        rc = "closed"
+    elseif not s then
+        rc = "connectionloss"
+    else
+        id, rc = s[method](s, ...)
+        if not id then
+            rc = errname(rc)
+        end
+    end
+    if not id then
+        local err = rc
+        return make_future(self, function() return nil, err end)
+    end
+    local p = { serial = self._serial, id = id }
+    self._pending[id] = p
+    local f = make_future(self, function(fut)
+        local ok, err = self:_await(p, fut.wait_timeout or timeout)
+        if not ok then
+            return nil, err
+        end
+        if finish then
+            return finish(p)
+        end
+        if p.rc ~= RC_OK then
+            return nil, self:_err(p)
+        end
+        return true
+    end)
+    f.entry = p
+    return f
+end
+
+
+function _M:_err(p)
+    local e = errname(p.rc)
+    if p.lost and (e == "closed" or e == "connectionloss") then
+        return p.lost
+    end
+    return e
+end
+
+
+--- Waits for a pending entry. A wait that gives up leaves the entry to its
+--- `late` handler (if any), so a reply that still arrives is not lost.
+function _M:_await(p, timeout)
+    if not p.done then
+        local ev = self._waiter:event()
+        p.ev = ev
+        ev:wait(timeout)
+        p.ev = nil
+        if not p.done then
+            if self._closed then
+                self._pending[p.id] = nil
+                return nil, "closed"
+            end
+            return nil, "timeout"
+        end
+    end
+    return true
+end
+
+
+--- Runs `attempt()` (which returns a future) again on retryable errors,
+--- with jittered exponential backoff, while the client is open.
+function _M:_retrying(attempt)
+    local rp = self._retry
+    local delay = rp.base_delay
+    local tries = 0
+    while true do
+        tries = tries + 1
+        local r = pack(attempt():wait())
+        local err = r[2]
+        if r[1] ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
+            return unpack(r, 1, r.n)
+        end
+        self._waiter:sleep(delay * (0.5 + random()))
+        delay = min(delay * 2, rp.max_delay)
+        self:_wait_state(function(st) return st == "connected" or st == "closed" end)
+    end
+end
+
+
+local function data_arg(self, data, fname, n)
+    if data == nil then
+        return nil
+    end
+    if type(data) ~= "string" then
+        argerror(n, fname, "data must be a string or nil, got " .. type(data), 3)
+    end
+    if #data > self._opts.max_data_size then
+        return nil, "toolarge"
+    end
+    return data
+end
+
+
+local function register_watch(self, fut, fn, path, kind)
+    if fn and fut.entry then
+        local id = fut.entry.id
+        fut.entry.watch = kind
+        self._watches[id] = { fn = fn, path = path, kind = kind }
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- The operations. Each `send_<op>` checks its arguments and returns a future.
+
+local send = {}
+
+local CREATE_KEYS = { ephemeral = true, sequential = true, container = true, ttl = true,
+                      parents = true, acl = true }
+
+
+local function create_mode(opts)
+    local mode
+    if opts.container then
+        if opts.ephemeral or opts.sequential or opts.ttl then
+            argerror(3, "create", "container nodes cannot be ephemeral, sequential or TTL", 4)
+        end
+        mode = C.CONTAINER
+    elseif opts.ttl then
+        if opts.ephemeral then
+            argerror(3, "create", "TTL nodes cannot be ephemeral", 4)
+        end
+        if type(opts.ttl) ~= "number" or not (opts.ttl > 0) then
+            argerror(3, "create", "ttl must be a positive number of seconds", 4)
+        end
+        mode = opts.sequential and C.PERSISTENT_SEQUENTIAL_WITH_TTL or C.PERSISTENT_WITH_TTL
+    else
+        mode = (opts.ephemeral and C.EPHEMERAL or 0) + (opts.sequential and 2 or 0)
+    end
+    return mode
+end
+
+
+local function finish_create(p)
+    if p.rc ~= RC_OK then
+        return nil, errname(p.rc)
+    end
+    return p.value, p.stat
+end
+
+
+function send.create(self, path, data, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        argerror(3, "create", "opts must be a table")
+    end
+    for k in pairs(opts) do
+        if not CREATE_KEYS[k] then
+            argerror(3, "create", "unknown option '" .. tostring(k) .. "'")
+        end
+    end
+    check_path(path, "create", 1, opts.sequential)
+    local d, derr = data_arg(self, data, "create", 2)
+    if derr then
+        return make_future(self, function() return nil, derr end)
+    end
+    local mode = create_mode(opts)
+    local acl = opts.acl and normalize_acl(opts.acl, "create", 3) or self._acl
+    local ttl = opts.ttl and floor(opts.ttl * 1000 + 0.5)
+    local fut = self:_request(finish_create, "create", path, d, acl, mode, ttl)
+    if not opts.parents or path == "/" then
+        return fut
+    end
+    -- Curator's creatingParentsIfNeeded: try once; on "nonode" create the
+    -- ancestors and the node again, all pipelined (one round trip).
+    local parent_mode = opts.parents == "container" and C.CONTAINER or 0
+    return make_future(self, function()
+        local r = pack(fut:wait())
+        if r[1] ~= nil or r[2] ~= "nonode" then
+            return unpack(r, 1, r.n)
+        end
+        local pos, parents = 1, {}
+        while true do
+            local s = find(path, "/", pos + 1, true)
+            if not s or s == #path then
+                break
+            end
+            parents[#parents + 1] = self:_request(nil, "create", sub(path, 1, s - 1), nil,
+                                                  acl, parent_mode)
+            pos = s
+        end
+        local again = self:_request(finish_create, "create", path, d, acl, mode, ttl)
+        for _, f in ipairs(parents) do
+            f:wait()
+        end
+        return again:wait()
+    end)
+end
+
+
+function send.delete(self, path, version)
+    check_path(path, "delete", 1)
+    return self:_request(nil, "delete", path, check_version(version, "delete", 2))
+end
+
+
+local function finish_exists(p)
+    if p.rc == RC_OK then
+        return p.stat
+    elseif p.rc == RC_NONODE then
+        return false
+    end
+    return nil, errname(p.rc)
+end
+
+
+function send.exists(self, path, watch)
+    check_path(path, "exists", 1)
+    check_fn(watch, "exists", 2)
+    local fut = self:_request(finish_exists, "exists", path, watch ~= nil)
+    register_watch(self, fut, watch, path, "exists")
+    return fut
+end
+
+
+local function finish_get(p)
+    if p.rc ~= RC_OK then
+        return nil, errname(p.rc)
+    end
+    return p.value or "", p.stat
+end
+
+
+function send.get(self, path, watch)
+    check_path(path, "get", 1)
+    check_fn(watch, "get", 2)
+    local fut = self:_request(finish_get, "get", path, watch ~= nil)
+    register_watch(self, fut, watch, path, "get")
+    return fut
+end
+
+
+local function finish_set(p)
+    if p.rc ~= RC_OK then
+        return nil, errname(p.rc)
+    end
+    return p.stat
+end
+
+
+function send.set(self, path, data, version)
+    check_path(path, "set", 1)
+    if data == nil then
+        argerror(2, "set", "data must be a string")
+    end
+    local d, derr = data_arg(self, data, "set", 2)
+    if derr then
+        return make_future(self, function() return nil, derr end)
+    end
+    return self:_request(finish_set, "set", path, d, check_version(version, "set", 3))
+end
+
+
+local function finish_children(p)
+    if p.rc ~= RC_OK then
+        return nil, errname(p.rc)
+    end
+    return p.extra or {}, p.stat
+end
+
+
+function send.children(self, path, watch)
+    check_path(path, "children", 1)
+    check_fn(watch, "children", 2)
+    local fut = self:_request(finish_children, "children", path, watch ~= nil)
+    register_watch(self, fut, watch, path, "children")
+    return fut
+end
+
+
+function send.sync(self, path)
+    check_path(path, "sync", 1)
+    return self:_request(nil, "sync", path)
+end
+
+
+local function finish_get_acl(p)
+    if p.rc ~= RC_OK then
+        return nil, errname(p.rc)
+    end
+    return export_acl(p.extra or {}), p.stat
+end
+
+
+function send.get_acl(self, path)
+    check_path(path, "get_acl", 1)
+    return self:_request(finish_get_acl, "get_acl", path)
+end
+
+
+function send.set_acl(self, path, acl, version)
+    check_path(path, "set_acl", 1)
+    if acl == nil then
+        argerror(2, "set_acl", "acl is required")
+    end
+    return self:_request(nil, "set_acl", path, normalize_acl(acl, "set_acl", 2),
+                         check_version(version, "set_acl", 3))
+end
+
+
+local MULTI_OPS = { create = C.OP_CREATE, delete = C.OP_DELETE, set = C.OP_SET,
+                    check = C.OP_CHECK }
+
+
+local function finish_multi(p)
+    local results = {}
+    local first_err
+    for i, r in ipairs(p.extra or {}) do
+        local e = r.rc ~= RC_OK and errname(r.rc) or nil
+        results[i] = { path = r.path, stat = r.stat, err = e }
+        -- The op that failed has its own code; the others report
+        -- "runtimeinconsistency" (rolled back).
+        if e and e ~= "runtimeinconsistency" and not first_err then
+            first_err = e
+        end
+    end
+    if p.rc ~= RC_OK then
+        return nil, first_err or errname(p.rc), results
+    end
+    return results
+end
+
+
+function send.multi(self, ops)
+    if type(ops) ~= "table" or #ops == 0 then
+        argerror(1, "multi", "ops must be a non-empty array")
+    end
+    local core_ops = {}
+    for i, op in ipairs(ops) do
+        if type(op) ~= "table" then
+            argerror(1, "multi", "op " .. i .. " must be a table")
+        end
+        local kind = MULTI_OPS[op.op or op[1]]
+        if not kind then
+            argerror(1, "multi", "op " .. i .. ": op must be create, delete, set or check")
+        end
+        local path = op.path or op[2]
+        check_path(path, "multi", 1, kind == C.OP_CREATE and op.sequential)
+        local data = op.data
+        if data ~= nil then
+            local d, derr = data_arg(self, data, "multi", 1)
+            if derr then
+                return make_future(self, function() return nil, derr end)
+            end
+            data = d
+        end
+        local e = { type = kind, path = path, data = data,
+                    version = check_version(op.version, "multi", 1) }
+        if kind == C.OP_CREATE then
+            e.mode = create_mode(op)
+            if op.ttl then
+                argerror(1, "multi", "TTL nodes cannot be created in a multi")
+            end
+            e.acl = op.acl and normalize_acl(op.acl, "multi", 1) or self._acl
+        end
+        core_ops[i] = e
+    end
+    return self:_request(finish_multi, "multi", core_ops)
+end
+
+
+--- client:send(op, ...) -> future: the asynchronous form of every operation.
+function _M:send(op, ...)
+    check_self(self, "send")
+    local fn = send[op]
+    if not fn then
+        argerror(1, "send", "unknown operation '" .. tostring(op) .. "'")
+    end
+    return fn(self, ...)
+end
+
+
+-- Synchronous forms. Reads retry on connection loss (they are idempotent);
+-- writes never retry blindly: a lost reply may hide a write that happened.
+local READS = { exists = true, get = true, children = true, get_acl = true, sync = true }
+
+for name, fn in pairs(send) do
+    if READS[name] then
+        _M[name] = function(self, ...)
+            check_self(self, name)
+            local n, args = select("#", ...), { ... }
+            return self:_retrying(function() return fn(self, unpack(args, 1, n)) end)
+        end
+    else
+        _M[name] = function(self, ...)
+            check_self(self, name)
+            return fn(self, ...):wait()
+        end
+    end
+end
+
+
+--- Removes the watches `fn` set on `path` (all kinds), here and on the server.
+---@return integer removed
+function _M:remove_watches(path, fn)
+    check_self(self, "remove_watches")
+    check_path(path, "remove_watches", 1)
+    local n = 0
+    for id, w in pairs(self._watches) do
+        if w.path == path and (fn == nil or w.fn == fn) then
+            self._watches[id] = nil
+            n = n + 1
+            if self._s then
+                local kind = w.kind == "children" and C.WATCH_CHILDREN or C.WATCH_DATA
+                -- Fire and forget: a reply is not needed, the local entry is gone.
+                self:_request(nil, "remove_watch", path, kind, id,
+                              self._state ~= "connected")
+            end
+        end
+    end
+    return n
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Session, state, events.
+
+---@return string state "connecting" | "connected" | "suspended" | "lost" | "closed"
+function _M:state()
+    return self._state
+end
+
+
+--- Calls fn(new_state, old_state) on every transition. Returns fn, which
+--- `remove_listener` takes.
+function _M:on_state(fn)
+    check_self(self, "on_state")
+    if type(fn) ~= "function" then
+        argerror(1, "on_state", "function expected")
+    end
+    local l = self._listeners
+    l[#l + 1] = fn
+    return fn
+end
+
+
+function _M:remove_listener(fn)
+    for i, f in ipairs(self._listeners) do
+        if f == fn then
+            table.remove(self._listeners, i)
+            return true
+        end
+    end
+    return false
+end
+
+
+--- Waits up to `timeout` seconds for events and runs their callbacks.
+--- Returns true if the client is still open.
+function _M:dispatch(timeout)
+    check_self(self, "dispatch")
+    check_timeout(timeout, "dispatch", 1)
+    if self._closed then
+        return nil, "closed"
+    end
+    self._waiter:sleep(timeout or 0)
+    self:_pump()
+    return true
+end
+
+
+--- For custom event loops: the fd that turns readable when events arrive
+--- (an eventfd). Call client:process() when it does.
+function _M:fd()
+    return self._q:fd()
+end
+
+
+--- Handles whatever has arrived, without waiting.
+function _M:process()
+    self._q:clear_fd()
+    self:_pump()
+end
+
+
+---@return string|nil session id (16 hex digits) of the current session
+function _M:session_id()
+    return self._session_id
+end
+
+
+--- The password of the current session (binary, 16 bytes): with
+--- session_id it lets another handle resume the session (tests use it to
+--- expire sessions).
+function _M:session_password()
+    if self._s and self._session_id then
+        local _, pw = self._s:client_id()
+        return pw
+    end
+    return nil
+end
+
+
+--- The session timeout the server granted, in seconds.
+function _M:session_timeout()
+    return self._negotiated_timeout or self._opts.session_timeout
+end
+
+
+function _M:waiter()
+    return self._waiter
+end
+
+
+function _M:stats()
+    local np, nw = 0, 0
+    for _ in pairs(self._pending) do np = np + 1 end
+    for _ in pairs(self._watches) do nw = nw + 1 end
+    return { pending = np, watches = nw, listeners = #self._listeners,
+             callbacks = self._callbacks.tail - self._callbacks.head + 1,
+             serial = self._serial, state = self._state }
+end
+
+
+--- Closes the session (its ephemeral nodes go at once). Idempotent.
+function _M:close()
+    check_self(self, "close")
+    if self._closed then
+        return true
+    end
+    self._closed = true
+    local s = self._s
+    self._s = nil
+    if s then
+        s:close()    -- blocks until the close request is sent; fails what is in flight
+    end
+    self:_drain()
+    for id, p in pairs(self._pending) do
+        self._pending[id] = nil
+        if not p.done then
+            complete(self, p, RC_CLOSING)
+        end
+    end
+    self._watches = {}
+    self:_set_state("closed")
+    self._q:close_doorbell()
+    if self._waiter.on_close then
+        self._waiter:on_close()
+    end
+    self:_run_callbacks()
+    _M.live[self] = nil
+    return true
+end
+mt.__close = _M.close
+
+
+return _M

@@ -1,0 +1,46 @@
+--- zkcoord: ZooKeeper coordination for Lua.
+--
+--   local zkcoord = require "zkcoord"
+--   local client = assert(zkcoord.connect{ servers = "127.0.0.1:2181" })
+--
+-- The client (zkcoord.client) wraps the C core (zkcoord.core); recipes
+-- (lock, rwlock, counter, watch, ...) are Lua modules on the client's
+-- public API, reachable as client:lock(path), client:counter(path) ...
+local core = require "zkcoord.core"
+local client = require "zkcoord.client"
+
+local _M = {
+    _VERSION = "0.1.0",
+    version = "0.1.0",
+    zookeeper_version = core.zookeeper_version,
+    errors = require "zkcoord.errors",
+}
+
+_M.connect = client.connect
+_M.now = core.now
+_M.check_path = client.check_path
+
+-- Recipes attach themselves to the client as methods: client:lock(path, opts)
+-- is require("zkcoord.lock").new(client, path, opts). Loaded on first use.
+local RECIPES = {
+    lock = "zkcoord.lock",
+    rwlock = "zkcoord.rwlock",
+    counter = "zkcoord.counter",
+    watch = "zkcoord.watch",
+    election = "zkcoord.election",
+    semaphore = "zkcoord.semaphore",
+    barrier = "zkcoord.barrier",
+    double_barrier = "zkcoord.double_barrier",
+    queue = "zkcoord.queue",
+}
+
+for method, modname in pairs(RECIPES) do
+    if client[method] == nil then
+        client[method] = function(self, ...)
+            return require(modname).new(self, ...)
+        end
+    end
+end
+_M.recipes = RECIPES
+
+return _M

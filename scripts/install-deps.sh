@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what zkcoord needs to build, test and benchmark, from Debian's
+# packages only. Idempotent: installs only what is missing. Run as root.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake pkg-config
+  libzookeeper-mt-dev zookeeper
+  luajit2 libluajit2-5.1-dev
+  lua-busted luarocks lua-check
+  nginx-light libnginx-mod-http-lua lua-resty-core
+  valgrind
+)
+if [ "${ZKCOORD_BENCH_DEPS:-0}" = 1 ]; then
+  pkgs+=(python3-kazoo libcurator-recipes-java libcurator-framework-java default-jdk-headless gnuplot-nox)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

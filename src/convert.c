@@ -1,0 +1,204 @@
+/* convert.c: turns records into Lua values, and Lua ACL tables into ACL_vector.
+ * Lua thread only. 64-bit session ids are hex strings: server ids live in the
+ * top byte, which a Lua number (double) cannot hold exactly. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert.h"
+
+void convert_push_hex64(lua_State *L, int64_t v)
+{
+    char buf[17];
+    snprintf(buf, sizeof(buf), "%016" PRIx64, (uint64_t)v);
+    lua_pushlstring(L, buf, 16);
+}
+
+int convert_parse_hex64(const char *s, int64_t *out)
+{
+    uint64_t v = 0;
+    int n = 0;
+    for (; *s; s++, n++) {
+        int d;
+        if (*s >= '0' && *s <= '9') d = *s - '0';
+        else if (*s >= 'a' && *s <= 'f') d = *s - 'a' + 10;
+        else if (*s >= 'A' && *s <= 'F') d = *s - 'A' + 10;
+        else return 0;
+        if (n >= 16)
+            return 0;
+        v = (v << 4) | (uint64_t)d;
+    }
+    *out = (int64_t)v;
+    return n > 0;
+}
+
+static void set_num(lua_State *L, const char *k, double v)
+{
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+}
+
+void convert_push_stat(lua_State *L, const struct Stat *st)
+{
+    lua_createtable(L, 0, 11);
+    set_num(L, "czxid", (double)st->czxid);
+    set_num(L, "mzxid", (double)st->mzxid);
+    set_num(L, "pzxid", (double)st->pzxid);
+    set_num(L, "ctime", (double)st->ctime / 1000.0);
+    set_num(L, "mtime", (double)st->mtime / 1000.0);
+    set_num(L, "version", st->version);
+    set_num(L, "cversion", st->cversion);
+    set_num(L, "aversion", st->aversion);
+    set_num(L, "data_length", st->dataLength);
+    set_num(L, "num_children", st->numChildren);
+    if (st->ephemeralOwner != 0) {
+        convert_push_hex64(L, st->ephemeralOwner);
+        lua_setfield(L, -2, "ephemeral_owner");
+    }
+}
+
+static void push_value(lua_State *L, record *r)
+{
+    if (r->value && r->value_len >= 0)
+        lua_pushlstring(L, r->value, (size_t)r->value_len);
+    else
+        lua_pushnil(L);
+}
+
+static void push_strings(lua_State *L, const struct String_vector *sv)
+{
+    int i;
+    lua_createtable(L, sv->count, 0);
+    for (i = 0; i < sv->count; i++) {
+        lua_pushstring(L, sv->data[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static void push_acl(lua_State *L, const struct ACL_vector *acl)
+{
+    int i;
+    lua_createtable(L, acl->count, 0);
+    for (i = 0; i < acl->count; i++) {
+        lua_createtable(L, 0, 3);
+        set_num(L, "perms", acl->data[i].perms);
+        lua_pushstring(L, acl->data[i].id.scheme);
+        lua_setfield(L, -2, "scheme");
+        lua_pushstring(L, acl->data[i].id.id);
+        lua_setfield(L, -2, "id");
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static void push_multi(lua_State *L, record *r)
+{
+    int i;
+    zoo_op_result_t *res = record_multi_results(r);
+    struct Stat *stats = record_multi_stats(r);
+    int *types = record_multi_types(r);
+    lua_createtable(L, r->nops, 0);
+    for (i = 0; i < r->nops; i++) {
+        lua_createtable(L, 0, 3);
+        set_num(L, "rc", res[i].err);
+        if (res[i].err == ZOK && types[i] == OPT_CREATE) {
+            lua_pushstring(L, record_multi_path(r, i));
+            lua_setfield(L, -2, "path");
+        }
+        if (res[i].err == ZOK && types[i] == OPT_SET) {
+            convert_push_stat(L, &stats[i]);
+            lua_setfield(L, -2, "stat");
+        }
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* Reply:   1, id, rc, value|nil, stat|nil, extra|nil
+ * Watch:   2, watch id, type, state, path
+ * Session: 3, serial, state */
+int convert_push_record(lua_State *L, record *r)
+{
+    lua_pushinteger(L, r->kind);
+    lua_pushnumber(L, r->id);
+    switch (r->kind) {
+    case REC_REPLY:
+        lua_pushinteger(L, r->rc);
+        push_value(L, r);
+        if (r->has_stat)
+            convert_push_stat(L, &r->stat);
+        else
+            lua_pushnil(L);
+        if (r->rc != ZOK && r->op != OP_MULTI)
+            lua_pushnil(L);
+        else if (r->op == OP_CHILDREN)
+            push_strings(L, &r->strings);
+        else if (r->op == OP_GET_ACL)
+            push_acl(L, &r->acl);
+        else if (r->op == OP_MULTI && r->slots)
+            push_multi(L, r);
+        else
+            lua_pushnil(L);
+        return 6;
+    case REC_WATCH:
+        lua_pushinteger(L, r->type);
+        lua_pushinteger(L, r->state);
+        push_value(L, r);
+        return 5;
+    default:
+        lua_pushinteger(L, r->state);
+        return 3;
+    }
+}
+
+void convert_free_acl(struct ACL_vector *acl)
+{
+    int i;
+    if (!acl->data)
+        return;
+    for (i = 0; i < acl->count; i++) {
+        free(acl->data[i].id.scheme);
+        free(acl->data[i].id.id);
+    }
+    free(acl->data);
+    acl->data = NULL;
+    acl->count = 0;
+}
+
+int convert_check_acl(lua_State *L, int idx, struct ACL_vector *out)
+{
+    int i, n;
+    out->count = 0;
+    out->data = NULL;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    n = (int)zk_rawlen(L, idx);
+    if (n <= 0)
+        return luaL_argerror(L, idx, "ACL must not be empty");
+    out->data = calloc((size_t)n, sizeof(struct ACL));
+    if (!out->data)
+        return luaL_error(L, "out of memory");
+    for (i = 0; i < n; i++) {
+        const char *scheme, *id;
+        lua_rawgeti(L, idx, i + 1);
+        if (!lua_istable(L, -1)) {
+            convert_free_acl(out);
+            return luaL_argerror(L, idx, "ACL entries must be tables {perms=, scheme=, id=}");
+        }
+        lua_getfield(L, -1, "perms");
+        lua_getfield(L, -2, "scheme");
+        lua_getfield(L, -3, "id");
+        scheme = lua_tostring(L, -2);
+        id = lua_tostring(L, -1);
+        if (!lua_isnumber(L, -3) || !scheme || !id) {
+            convert_free_acl(out);
+            return luaL_argerror(L, idx, "ACL entry needs numeric perms and string scheme and id");
+        }
+        out->data[i].perms = (int32_t)lua_tointeger(L, -3);
+        out->data[i].id.scheme = strdup(scheme);
+        out->data[i].id.id = strdup(id);
+        out->count = i + 1;
+        lua_pop(L, 4);
+    }
+    return 0;
+}

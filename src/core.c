@@ -1,0 +1,166 @@
+/* core.c: luaopen_zkcoord_core: registration, constants, version, and pinning
+ * the library in memory while libzookeeper's threads may run inside it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+
+#include "convert.h"
+#include "session.h"
+
+#define ZKCOORD_CORE_VERSION "0.1.0"
+
+static int core_now(lua_State *L)
+{
+    lua_pushnumber(L, monotonic_now());
+    return 1;
+}
+
+/* 0 = off, 1 error, 2 warn, 3 info, 4 debug. libzookeeper logs to stderr. */
+static int core_set_log_level(lua_State *L)
+{
+    int level = (int)luaL_checkinteger(L, 1);
+    luaL_argcheck(L, level >= 0 && level <= 4, 1, "log level must be 0..4");
+    zoo_set_debug_level((ZooLogLevel)level);
+    return 0;
+}
+
+static int core_zerror(lua_State *L)
+{
+    lua_pushstring(L, zerror((int)luaL_checkinteger(L, 1)));
+    return 1;
+}
+
+static void set_int(lua_State *L, const char *k, int v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void push_constants(lua_State *L)
+{
+    lua_newtable(L);
+    /* create modes */
+    set_int(L, "PERSISTENT", ZOO_PERSISTENT);
+    set_int(L, "EPHEMERAL", ZOO_EPHEMERAL);
+    set_int(L, "PERSISTENT_SEQUENTIAL", ZOO_PERSISTENT_SEQUENTIAL);
+    set_int(L, "EPHEMERAL_SEQUENTIAL", ZOO_EPHEMERAL_SEQUENTIAL);
+    set_int(L, "CONTAINER", ZOO_CONTAINER);
+    set_int(L, "PERSISTENT_WITH_TTL", ZOO_PERSISTENT_WITH_TTL);
+    set_int(L, "PERSISTENT_SEQUENTIAL_WITH_TTL", ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL);
+    /* permissions */
+    set_int(L, "PERM_READ", ZOO_PERM_READ);
+    set_int(L, "PERM_WRITE", ZOO_PERM_WRITE);
+    set_int(L, "PERM_CREATE", ZOO_PERM_CREATE);
+    set_int(L, "PERM_DELETE", ZOO_PERM_DELETE);
+    set_int(L, "PERM_ADMIN", ZOO_PERM_ADMIN);
+    set_int(L, "PERM_ALL", ZOO_PERM_ALL);
+    /* states */
+    set_int(L, "EXPIRED_SESSION_STATE", ZOO_EXPIRED_SESSION_STATE);
+    set_int(L, "AUTH_FAILED_STATE", ZOO_AUTH_FAILED_STATE);
+    set_int(L, "CONNECTING_STATE", ZOO_CONNECTING_STATE);
+    set_int(L, "ASSOCIATING_STATE", ZOO_ASSOCIATING_STATE);
+    set_int(L, "CONNECTED_STATE", ZOO_CONNECTED_STATE);
+    set_int(L, "READONLY_STATE", ZOO_READONLY_STATE);
+    set_int(L, "NOTCONNECTED_STATE", ZOO_NOTCONNECTED_STATE);
+    /* events */
+    set_int(L, "CREATED_EVENT", ZOO_CREATED_EVENT);
+    set_int(L, "DELETED_EVENT", ZOO_DELETED_EVENT);
+    set_int(L, "CHANGED_EVENT", ZOO_CHANGED_EVENT);
+    set_int(L, "CHILD_EVENT", ZOO_CHILD_EVENT);
+    set_int(L, "SESSION_EVENT", ZOO_SESSION_EVENT);
+    set_int(L, "NOTWATCHING_EVENT", ZOO_NOTWATCHING_EVENT);
+    /* watch kinds for remove_watch */
+    set_int(L, "WATCH_CHILDREN", ZWATCHTYPE_CHILD);
+    set_int(L, "WATCH_DATA", ZWATCHTYPE_DATA);
+    /* multi op kinds */
+    set_int(L, "OP_CREATE", OPT_CREATE);
+    set_int(L, "OP_DELETE", OPT_DELETE);
+    set_int(L, "OP_SET", OPT_SET);
+    set_int(L, "OP_CHECK", OPT_CHECK);
+    /* record kinds from queue:next() */
+    set_int(L, "REPLY", REC_REPLY);
+    set_int(L, "WATCH", REC_WATCH);
+    set_int(L, "SESSION", REC_SESSION);
+}
+
+/* Return codes by number, named as DESIGN.md's error strings. */
+static void push_codes(lua_State *L)
+{
+    static const struct { int rc; const char *name; } codes[] = {
+        {ZOK, "ok"},
+        {ZSYSTEMERROR, "systemerror"},
+        {ZRUNTIMEINCONSISTENCY, "runtimeinconsistency"},
+        {ZDATAINCONSISTENCY, "datainconsistency"},
+        {ZCONNECTIONLOSS, "connectionloss"},
+        {ZMARSHALLINGERROR, "marshallingerror"},
+        {ZUNIMPLEMENTED, "unimplemented"},
+        {ZOPERATIONTIMEOUT, "operationtimeout"},
+        {ZBADARGUMENTS, "badarguments"},
+        {ZINVALIDSTATE, "invalidstate"},
+        {ZNEWCONFIGNOQUORUM, "newconfignoquorum"},
+        {ZRECONFIGINPROGRESS, "reconfiginprogress"},
+        {ZSSLCONNECTIONERROR, "sslconnectionerror"},
+        {ZAPIERROR, "apierror"},
+        {ZNONODE, "nonode"},
+        {ZNOAUTH, "noauth"},
+        {ZBADVERSION, "badversion"},
+        {ZNOCHILDRENFOREPHEMERALS, "nochildrenforephemerals"},
+        {ZNODEEXISTS, "nodeexists"},
+        {ZNOTEMPTY, "notempty"},
+        {ZSESSIONEXPIRED, "sessionexpired"},
+        {ZINVALIDCALLBACK, "invalidcallback"},
+        {ZINVALIDACL, "invalidacl"},
+        {ZAUTHFAILED, "authfailed"},
+        {ZCLOSING, "closing"},
+        {ZNOTHING, "nothing"},
+        {ZSESSIONMOVED, "sessionmoved"},
+        {ZNOTREADONLY, "notreadonly"},
+        {ZEPHEMERALONLOCALSESSION, "ephemeralonlocalsession"},
+        {ZNOWATCHER, "nowatcher"},
+        {ZRECONFIGDISABLED, "reconfigdisabled"},
+        {ZSESSIONCLOSEDREQUIRESASLAUTH, "sessionclosedrequiresaslauth"},
+        {ZTHROTTLEDOP, "throttledop"},
+    };
+    size_t i;
+    lua_newtable(L);
+    for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        lua_pushstring(L, codes[i].name);
+        lua_rawseti(L, -2, codes[i].rc);
+    }
+}
+
+/* libzookeeper's threads run code from this object. If LuaJIT dlclose()d it
+ * (a request VM closing under lua_code_cache off), they would jump into
+ * unmapped memory: keep it loaded for the life of the process. */
+static void pin_library(void)
+{
+    Dl_info info;
+    if (dladdr((void *)pin_library, &info) && info.dli_fname)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE);
+}
+
+__attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        {"queue", queue_new_l},
+        {"open", session_open},
+        {"now", core_now},
+        {"set_log_level", core_set_log_level},
+        {"zerror", core_zerror},
+        {NULL, NULL}
+    };
+    pin_library();
+    zoo_set_debug_level((ZooLogLevel)0);
+    queue_register(L);
+    session_register(L);
+    lua_newtable(L);
+    zk_setfuncs(L, funcs);
+    push_constants(L);
+    lua_setfield(L, -2, "c");
+    push_codes(L);
+    lua_setfield(L, -2, "codes");
+    lua_pushliteral(L, ZKCOORD_CORE_VERSION);
+    lua_setfield(L, -2, "_VERSION");
+    lua_pushstring(L, ZOO_VERSION);
+    lua_setfield(L, -2, "zookeeper_version");
+    return 1;
+}

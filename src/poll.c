@@ -1,0 +1,149 @@
+/* poll.c: the Lua face of the completion queue: drain records, wait for them,
+ * and expose the wake-ups an event loop can watch (eventfd, unix-socket
+ * doorbell). One queue serves a client across all its sessions. */
+#include <errno.h>
+#include <string.h>
+
+#include "convert.h"
+#include "session.h"
+
+#define QUEUE_MT "zkcoord.queue"
+
+typedef struct queue_box {
+    zkq *q;
+} queue_box;
+
+zkq *queue_check(lua_State *L, int idx)
+{
+    queue_box *b = luaL_checkudata(L, idx, QUEUE_MT);
+    if (!b->q)
+        luaL_error(L, "zkcoord: queue is closed");
+    return b->q;
+}
+
+static int push_errno(lua_State *L)
+{
+    int e = errno;
+    lua_pushnil(L);
+    lua_pushstring(L, "systemerror");
+    lua_pushstring(L, strerror(e));
+    return 3;
+}
+
+/* q:next() -> the values of the oldest record (see convert_push_record), or nothing. */
+static int queue_next(lua_State *L)
+{
+    zkq *q = queue_check(L, 1);
+    record *r = queue_pop(q);
+    int n;
+    if (!r)
+        return 0;
+    n = convert_push_record(L, r);
+    record_free(r);
+    return n;
+}
+
+/* q:wait(timeout_s) -> true when records are ready. Blocks this thread. */
+static int queue_wait_l(lua_State *L)
+{
+    zkq *q = queue_check(L, 1);
+    double t = luaL_optnumber(L, 2, 0);
+    lua_pushboolean(L, queue_wait(q, t));
+    return 1;
+}
+
+static int queue_fd(lua_State *L)
+{
+    lua_pushinteger(L, queue_check(L, 1)->efd);
+    return 1;
+}
+
+static int queue_clear_fd_l(lua_State *L)
+{
+    queue_clear_fd(queue_check(L, 1));
+    return 0;
+}
+
+static int queue_kick_l(lua_State *L)
+{
+    queue_kick(queue_check(L, 1));
+    return 0;
+}
+
+static int queue_listen_unix_l(lua_State *L)
+{
+    zkq *q = queue_check(L, 1);
+    if (queue_listen_unix(q, luaL_checkstring(L, 2)) != 0)
+        return push_errno(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int queue_accept_unix_l(lua_State *L)
+{
+    zkq *q = queue_check(L, 1);
+    if (queue_accept_unix(q) != 0)
+        return push_errno(L);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int queue_close_doorbell_l(lua_State *L)
+{
+    queue_close_doorbell(queue_check(L, 1));
+    return 0;
+}
+
+/* Id of the next request, for tests that check pipelining. */
+static int queue_next_id(lua_State *L)
+{
+    lua_pushnumber(L, queue_check(L, 1)->next_id);
+    return 1;
+}
+
+static int queue_gc(lua_State *L)
+{
+    queue_box *b = luaL_checkudata(L, 1, QUEUE_MT);
+    if (b->q) {
+        queue_unref(b->q);
+        b->q = NULL;
+    }
+    return 0;
+}
+
+/* core.queue() */
+int queue_new_l(lua_State *L)
+{
+    queue_box *b = lua_newuserdata(L, sizeof(*b));
+    b->q = NULL;
+    luaL_getmetatable(L, QUEUE_MT);
+    lua_setmetatable(L, -2);
+    b->q = queue_new();
+    if (!b->q)
+        return push_errno(L);
+    return 1;
+}
+
+void queue_register(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"next", queue_next},
+        {"wait", queue_wait_l},
+        {"fd", queue_fd},
+        {"clear_fd", queue_clear_fd_l},
+        {"kick", queue_kick_l},
+        {"listen_unix", queue_listen_unix_l},
+        {"accept_unix", queue_accept_unix_l},
+        {"close_doorbell", queue_close_doorbell_l},
+        {"next_id", queue_next_id},
+        {"close", queue_gc},
+        {NULL, NULL}
+    };
+    luaL_newmetatable(L, QUEUE_MT);
+    lua_newtable(L);
+    zk_setfuncs(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, queue_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+}

@@ -1,0 +1,672 @@
+/* session.c: one ZooKeeper session (a zhandle_t of libzookeeper_mt) and the
+ * async operations issued on it.
+ *
+ * Every operation returns a request id at once; its reply arrives later as a
+ * record on the client's queue. A watch set by a request reports under the
+ * same id. Nothing here waits on the network except close(), which is
+ * zookeeper_close's documented cost (up to ~3 s to send the close request,
+ * then it joins the client threads).
+ *
+ * Invariants: `zh` is touched only on the Lua thread that opened it, and only
+ * by the process that opened it (a fork-copied handle has no threads and
+ * crashes zookeeper_close). The session context given to libzookeeper lives
+ * until zookeeper_close has returned, so callbacks never see it freed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "convert.h"
+#include "session.h"
+
+typedef struct session_ctx {
+    zkq *q;
+    double serial;
+} session_ctx;
+
+typedef struct session {
+    zhandle_t *zh;
+    session_ctx *ctx;
+    pid_t pid;
+} session;
+
+#define SESSION_MT "zkcoord.session"
+
+/* ---- ZooKeeper-thread callbacks ------------------------------------------- */
+
+/* ZK THREAD: session events of the handle; pushes a record, nothing else. */
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session_ctx *sc = ctx;
+    record *r;
+    (void)zh;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT)
+        return;
+    r = record_new(sc->q, REC_SESSION);
+    if (!r)
+        return;
+    r->id = sc->serial;
+    r->type = type;
+    r->state = state;
+    queue_push(sc->q, r);
+}
+
+/* ZK THREAD: a watch set by request `ctx` (its id) fired. Session events are
+ * also copied to every per-request watcher; the handle's watcher reports
+ * those once, so they are dropped here. */
+static void watch_fired(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    session_ctx *sc = (session_ctx *)zoo_get_context(zh);
+    record *r;
+    if (type == ZOO_SESSION_EVENT || !sc)
+        return;
+    r = record_new(sc->q, REC_WATCH);
+    if (!r)
+        return;
+    r->id = (double)(intptr_t)ctx;
+    r->type = type;
+    r->state = state;
+    if (path) {
+        r->value = strdup(path);
+        r->value_len = r->value ? (int)strlen(path) : -1;
+    }
+    queue_push(sc->q, r);
+}
+
+/* ZK THREAD (all completions below): copy what libzookeeper lends us into
+ * the record it carries, then push it. */
+static void set_stat(record *r, const struct Stat *st)
+{
+    if (st) {
+        r->stat = *st;
+        r->has_stat = 1;
+    }
+}
+
+static void set_string(record *r, const char *s, int len)
+{
+    if (!s || len < 0)
+        return;
+    r->value = malloc((size_t)len + 1);
+    if (!r->value)
+        return;
+    memcpy(r->value, s, (size_t)len);
+    r->value[len] = '\0';
+    r->value_len = len;
+}
+
+static void done_void(int rc, const void *data)
+{
+    record *r = (record *)data;
+    r->rc = rc;
+    queue_push(r->queue, r);
+}
+
+static void done_stat(int rc, const struct Stat *st, const void *data)
+{
+    record *r = (record *)data;
+    r->rc = rc;
+    set_stat(r, st);
+    queue_push(r->queue, r);
+}
+
+static void done_data(int rc, const char *value, int len, const struct Stat *st, const void *data)
+{
+    record *r = (record *)data;
+    r->rc = rc;
+    if (rc == ZOK)
+        set_string(r, value ? value : "", value ? len : 0);
+    set_stat(r, st);
+    queue_push(r->queue, r);
+}
+
+static void done_string(int rc, const char *value, const void *data)
+{
+    record *r = (record *)data;
+    r->rc = rc;
+    if (value)
+        set_string(r, value, (int)strlen(value));
+    queue_push(r->queue, r);
+}
+
+static void done_string_stat(int rc, const char *value, const struct Stat *st, const void *data)
+{
+    record *r = (record *)data;
+    r->rc = rc;
+    if (value)
+        set_string(r, value, (int)strlen(value));
+    set_stat(r, st);
+    queue_push(r->queue, r);
+}
+
+static void done_strings_stat(int rc, const struct String_vector *sv, const struct Stat *st,
+                              const void *data)
+{
+    record *r = (record *)data;
+    int i;
+    r->rc = rc;
+    if (rc == ZOK && sv && sv->count > 0) {
+        r->strings.data = calloc((size_t)sv->count, sizeof(char *));
+        if (r->strings.data) {
+            for (i = 0; i < sv->count; i++) {
+                r->strings.data[i] = strdup(sv->data[i]);
+                if (!r->strings.data[i])
+                    break;
+            }
+            r->strings.count = i;
+        }
+    }
+    set_stat(r, st);
+    queue_push(r->queue, r);
+}
+
+static void done_acl(int rc, struct ACL_vector *acl, struct Stat *st, const void *data)
+{
+    record *r = (record *)data;
+    int i;
+    r->rc = rc;
+    if (rc == ZOK && acl && acl->count > 0) {
+        r->acl.data = calloc((size_t)acl->count, sizeof(struct ACL));
+        if (r->acl.data) {
+            for (i = 0; i < acl->count; i++) {
+                r->acl.data[i].perms = acl->data[i].perms;
+                r->acl.data[i].id.scheme = strdup(acl->data[i].id.scheme);
+                r->acl.data[i].id.id = strdup(acl->data[i].id.id);
+            }
+            r->acl.count = acl->count;
+        }
+    }
+    set_stat(r, st);
+    queue_push(r->queue, r);
+}
+
+/* ---- Lua side --------------------------------------------------------------- */
+
+static session *check_session(lua_State *L)
+{
+    session *s = luaL_checkudata(L, 1, SESSION_MT);
+    if (s->zh && s->pid != getpid())
+        luaL_error(L, "zkcoord: this session was opened by process %d and cannot be used "
+                      "by process %d after fork(); open sessions after fork "
+                      "(init_worker_by_lua, never init_by_lua)", (int)s->pid, (int)getpid());
+    return s;
+}
+
+/* Returns the open session at index 1, or pushes nil, ZCLOSING and returns NULL. */
+static session *open_session(lua_State *L)
+{
+    session *s = check_session(L);
+    if (!s->zh) {
+        lua_pushnil(L);
+        lua_pushinteger(L, ZCLOSING);
+        return NULL;
+    }
+    return s;
+}
+
+static const char *opt_data(lua_State *L, int idx, int *len)
+{
+    size_t n;
+    const char *p;
+    if (lua_isnoneornil(L, idx)) {
+        *len = -1;
+        return NULL;
+    }
+    p = luaL_checklstring(L, idx, &n);
+    luaL_argcheck(L, n <= INT_MAX, idx, "data too large");
+    *len = (int)n;
+    return p;
+}
+
+static record *new_request(lua_State *L, session *s, int op)
+{
+    record *r = record_new(s->ctx->q, REC_REPLY);
+    if (!r)
+        luaL_error(L, "out of memory");
+    r->op = op;
+    r->id = s->ctx->q->next_id++;
+    return r;
+}
+
+/* Pushes the request id, or frees the record and pushes nil, rc. */
+static int submitted(lua_State *L, record *r, int rc)
+{
+    if (rc != ZOK) {
+        record_free(r);
+        lua_pushnil(L);
+        lua_pushinteger(L, rc);
+        return 2;
+    }
+    lua_pushnumber(L, r->id);
+    return 1;
+}
+
+static int is_ttl_mode(int mode)
+{
+    return mode == ZOO_PERSISTENT_WITH_TTL || mode == ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL;
+}
+
+/* s:create(path, data|nil, acl|nil, mode, ttl_ms|nil) */
+static int session_create(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int len, rc, mode;
+    const char *data = opt_data(L, 3, &len);
+    struct ACL_vector acl;
+    record *r;
+    int64_t ttl;
+    if (!s)
+        return 2;
+    mode = (int)luaL_optinteger(L, 5, 0);
+    ttl = (int64_t)luaL_optnumber(L, 6, -1);
+    convert_check_acl(L, 4, &acl);
+    r = new_request(L, s, OP_CREATE);
+    if (is_ttl_mode(mode))
+        rc = zoo_acreate2_ttl(s->zh, path, data, len, acl.data ? &acl : &ZOO_OPEN_ACL_UNSAFE,
+                              mode, ttl, done_string_stat, r);
+    else
+        rc = zoo_acreate2(s->zh, path, data, len, acl.data ? &acl : &ZOO_OPEN_ACL_UNSAFE,
+                          mode, done_string_stat, r);
+    convert_free_acl(&acl);
+    return submitted(L, r, rc);
+}
+
+/* s:delete(path, version) */
+static int session_delete(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int version = (int)luaL_optinteger(L, 3, -1);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_DELETE);
+    return submitted(L, r, zoo_adelete(s->zh, path, version, done_void, r));
+}
+
+#define WATCH_CTX(r) ((void *)(intptr_t)(r)->id)
+
+/* s:exists(path, watch) */
+static int session_exists(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int watch = lua_toboolean(L, 3);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_EXISTS);
+    return submitted(L, r, zoo_awexists(s->zh, path, watch ? watch_fired : NULL,
+                                        WATCH_CTX(r), done_stat, r));
+}
+
+/* s:get(path, watch) */
+static int session_get(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int watch = lua_toboolean(L, 3);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_GET);
+    return submitted(L, r, zoo_awget(s->zh, path, watch ? watch_fired : NULL,
+                                     WATCH_CTX(r), done_data, r));
+}
+
+/* s:set(path, data, version) */
+static int session_set(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int len;
+    const char *data = opt_data(L, 3, &len);
+    int version = (int)luaL_optinteger(L, 4, -1);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_SET);
+    return submitted(L, r, zoo_aset(s->zh, path, data, len, version, done_stat, r));
+}
+
+/* s:children(path, watch) */
+static int session_children(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int watch = lua_toboolean(L, 3);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_CHILDREN);
+    return submitted(L, r, zoo_awget_children2(s->zh, path, watch ? watch_fired : NULL,
+                                               WATCH_CTX(r), done_strings_stat, r));
+}
+
+/* s:sync(path) */
+static int session_sync(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_SYNC);
+    return submitted(L, r, zoo_async(s->zh, path, done_string, r));
+}
+
+/* s:get_acl(path) */
+static int session_get_acl(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_GET_ACL);
+    return submitted(L, r, zoo_aget_acl(s->zh, path, done_acl, r));
+}
+
+/* s:set_acl(path, acl, version) */
+static int session_set_acl(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    struct ACL_vector acl;
+    int version, rc;
+    record *r;
+    if (!s)
+        return 2;
+    luaL_checktype(L, 3, LUA_TTABLE);
+    version = (int)luaL_optinteger(L, 4, -1);
+    convert_check_acl(L, 3, &acl);
+    r = new_request(L, s, OP_SET_ACL);
+    rc = zoo_aset_acl(s->zh, path, version, &acl, done_void, r);
+    convert_free_acl(&acl);
+    return submitted(L, r, rc);
+}
+
+/* s:add_auth(scheme, credentials) */
+static int session_add_auth(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *scheme = luaL_checkstring(L, 2);
+    size_t len;
+    const char *cert = luaL_checklstring(L, 3, &len);
+    record *r;
+    if (!s)
+        return 2;
+    r = new_request(L, s, OP_AUTH);
+    return submitted(L, r, zoo_add_auth(s->zh, scheme, cert, (int)len, done_void, r));
+}
+
+/* s:remove_watch(path, kind, id, local): removes the watch request `id` set.
+ * kind: 1 children, 2 data (exists/get). */
+static int session_remove_watch(lua_State *L)
+{
+    session *s = open_session(L);
+    const char *path = luaL_checkstring(L, 2);
+    int kind = (int)luaL_checkinteger(L, 3);
+    double id = luaL_checknumber(L, 4);
+    int local = lua_toboolean(L, 5);
+    record *r;
+    if (!s)
+        return 2;
+    luaL_argcheck(L, kind == ZWATCHTYPE_CHILD || kind == ZWATCHTYPE_DATA, 3, "bad watch kind");
+    r = new_request(L, s, OP_REMOVE_WATCH);
+    return submitted(L, r, zoo_aremove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
+                                               (void *)(intptr_t)id, local,
+                                               (void_completion_t *)done_void, r));
+}
+
+static int field_int(lua_State *L, int t, const char *k, int dflt)
+{
+    int v;
+    lua_getfield(L, t, k);
+    v = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : dflt;
+    lua_pop(L, 1);
+    return v;
+}
+
+/* s:multi(ops): ops is an array of {type=OPT_*, path=, data=, version=, mode=, acl=}.
+ * All strings stay on the Lua stack (inside ops) while zoo_amulti serializes. */
+static int session_multi(lua_State *L)
+{
+    session *s = open_session(L);
+    int n, i, rc, path_len = 0;
+    zoo_op_t *ops;
+    struct ACL_vector *acls;
+    record *r;
+    if (!s)
+        return 2;
+    luaL_checktype(L, 2, LUA_TTABLE);
+    n = (int)zk_rawlen(L, 2);
+    luaL_argcheck(L, n > 0, 2, "multi needs at least one op");
+    for (i = 1; i <= n; i++) {
+        size_t plen;
+        lua_rawgeti(L, 2, i);
+        luaL_argcheck(L, lua_istable(L, -1), 2, "ops must be tables");
+        lua_getfield(L, -1, "path");
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 2, "op without a string path");
+        lua_tolstring(L, -1, &plen);
+        if ((int)plen + 32 > path_len)
+            path_len = (int)plen + 32;  /* room for a sequence suffix */
+        lua_pop(L, 2);
+    }
+    ops = calloc((size_t)n, sizeof(*ops));
+    acls = calloc((size_t)n, sizeof(*acls));
+    r = record_new(s->ctx->q, REC_REPLY);
+    if (!ops || !acls || !r || !record_alloc_multi(r, n, path_len)) {
+        free(ops);
+        free(acls);
+        record_free(r);
+        return luaL_error(L, "out of memory");
+    }
+    r->op = OP_MULTI;
+    for (i = 0; i < n; i++) {
+        const char *path, *data = NULL;
+        size_t dlen = 0;
+        int type, version;
+        lua_rawgeti(L, 2, i + 1);
+        lua_getfield(L, -1, "path");
+        path = lua_tostring(L, -1);
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "data");
+        if (lua_type(L, -1) == LUA_TSTRING)
+            data = lua_tolstring(L, -1, &dlen);
+        lua_pop(L, 1);  /* the string stays reachable through ops[i] */
+        type = field_int(L, -1, "type", 0);
+        version = field_int(L, -1, "version", -1);
+        record_multi_types(r)[i] = type;
+        switch (type) {
+        case OPT_CREATE:
+            lua_getfield(L, -1, "acl");
+            if (!lua_isnil(L, -1)) {
+                /* convert_check_acl raises on bad input: free what we hold first */
+                if (!lua_istable(L, -1)) {
+                    int j;
+                    for (j = 0; j < i; j++)
+                        convert_free_acl(&acls[j]);
+                    free(ops);
+                    free(acls);
+                    record_free(r);
+                    return luaL_argerror(L, 2, "acl must be a table");
+                }
+                convert_check_acl(L, lua_gettop(L), &acls[i]);
+            }
+            lua_pop(L, 1);
+            zoo_create_op_init(&ops[i], path, data, data ? (int)dlen : -1,
+                               acls[i].data ? &acls[i] : &ZOO_OPEN_ACL_UNSAFE,
+                               field_int(L, -1, "mode", 0), record_multi_path(r, i), path_len);
+            break;
+        case OPT_DELETE:
+            zoo_delete_op_init(&ops[i], path, version);
+            break;
+        case OPT_SET:
+            zoo_set_op_init(&ops[i], path, data, data ? (int)dlen : -1, version,
+                            &record_multi_stats(r)[i]);
+            break;
+        case OPT_CHECK:
+            zoo_check_op_init(&ops[i], path, version);
+            break;
+        default:
+            for (type = 0; type <= i; type++)
+                convert_free_acl(&acls[type]);
+            free(ops);
+            free(acls);
+            record_free(r);
+            return luaL_argerror(L, 2, "unknown op type");
+        }
+        lua_pop(L, 1);
+    }
+    r->id = s->ctx->q->next_id++;
+    rc = zoo_amulti(s->zh, n, ops, record_multi_results(r), done_void, r);
+    for (i = 0; i < n; i++)
+        convert_free_acl(&acls[i]);
+    free(acls);
+    free(ops);
+    return submitted(L, r, rc);
+}
+
+/* s:client_id() -> hex id, password (16 bytes) */
+static int session_client_id(lua_State *L)
+{
+    session *s = open_session(L);
+    const clientid_t *cid;
+    if (!s)
+        return 2;
+    cid = zoo_client_id(s->zh);
+    convert_push_hex64(L, cid->client_id);
+    lua_pushlstring(L, cid->passwd, sizeof(cid->passwd));
+    return 2;
+}
+
+static int session_state(lua_State *L)
+{
+    session *s = check_session(L);
+    lua_pushinteger(L, s->zh ? zoo_state(s->zh) : ZOO_EXPIRED_SESSION_STATE);
+    return 1;
+}
+
+/* Negotiated session timeout in seconds (0 before the first connect). */
+static int session_timeout(lua_State *L)
+{
+    session *s = check_session(L);
+    lua_pushnumber(L, s->zh ? zoo_recv_timeout(s->zh) / 1000.0 : 0);
+    return 1;
+}
+
+static void session_destroy(session *s)
+{
+    if (!s->zh)
+        return;
+    if (s->pid == getpid()) {
+        /* Runs outstanding completions with ZCLOSING on this thread: they push
+         * to the queue, whose mutex we do not hold. */
+        zookeeper_close(s->zh);
+        s->zh = NULL;
+        queue_unref(s->ctx->q);
+        free(s->ctx);
+    } else {
+        /* A fork-copied handle has no threads; closing it crashes. Leak it. */
+        s->zh = NULL;
+    }
+    s->ctx = NULL;
+}
+
+static int session_close(lua_State *L)
+{
+    session *s = luaL_checkudata(L, 1, SESSION_MT);
+    session_destroy(s);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int session_gc(lua_State *L)
+{
+    session_destroy(luaL_checkudata(L, 1, SESSION_MT));
+    return 0;
+}
+
+/* core.open(queue, hosts, timeout_s, serial, [session_id_hex, password]) */
+int session_open(lua_State *L)
+{
+    zkq *q = queue_check(L, 1);
+    const char *hosts = luaL_checkstring(L, 2);
+    double timeout = luaL_checknumber(L, 3);
+    double serial = luaL_checknumber(L, 4);
+    const char *hex = luaL_optstring(L, 5, NULL);
+    size_t plen = 0;
+    const char *passwd = luaL_optlstring(L, 6, NULL, &plen);
+    clientid_t cid, *cidp = NULL;
+    session *s;
+    session_ctx *ctx;
+    luaL_argcheck(L, timeout > 0, 3, "session timeout must be positive");
+    if (hex) {
+        luaL_argcheck(L, convert_parse_hex64(hex, &cid.client_id), 5, "bad session id");
+        luaL_argcheck(L, passwd && plen == sizeof(cid.passwd), 6, "password must be 16 bytes");
+        memcpy(cid.passwd, passwd, sizeof(cid.passwd));
+        cidp = &cid;
+    }
+    s = lua_newuserdata(L, sizeof(*s));
+    memset(s, 0, sizeof(*s));
+    luaL_getmetatable(L, SESSION_MT);
+    lua_setmetatable(L, -2);
+    ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return luaL_error(L, "out of memory");
+    ctx->q = q;
+    ctx->serial = serial;
+    queue_ref(q);
+    s->ctx = ctx;
+    s->pid = getpid();
+    errno = 0;
+    s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
+    if (!s->zh) {
+        int e = errno;
+        queue_unref(q);
+        free(ctx);
+        s->ctx = NULL;
+        lua_pushnil(L);
+        lua_pushstring(L, e == EINVAL ? "invalid" : "systemerror");
+        lua_pushstring(L, e ? strerror(e) : "zookeeper_init failed");
+        return 3;
+    }
+    return 1;
+}
+
+void session_register(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"create", session_create},
+        {"delete", session_delete},
+        {"exists", session_exists},
+        {"get", session_get},
+        {"set", session_set},
+        {"children", session_children},
+        {"sync", session_sync},
+        {"get_acl", session_get_acl},
+        {"set_acl", session_set_acl},
+        {"add_auth", session_add_auth},
+        {"remove_watch", session_remove_watch},
+        {"multi", session_multi},
+        {"client_id", session_client_id},
+        {"state", session_state},
+        {"timeout", session_timeout},
+        {"close", session_close},
+        {NULL, NULL}
+    };
+    luaL_newmetatable(L, SESSION_MT);
+    lua_newtable(L);
+    zk_setfuncs(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, session_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+}
