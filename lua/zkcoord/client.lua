@@ -20,6 +20,7 @@ local now = core.now
 local errname = errors.name
 local retryable = errors.retryable
 local type, error, pairs, ipairs, select, tostring = type, error, pairs, ipairs, select, tostring
+local next, getmetatable = next, getmetatable
 local setmetatable, xpcall, unpack = setmetatable, xpcall, unpack or table.unpack
 local traceback = debug.traceback
 local byte, find, sub, concat = string.byte, string.find, string.sub, table.concat
@@ -369,6 +370,7 @@ function _M.connect(opts)
         _listeners = {},          -- on_state functions, in order
         _state_events = {},       -- events set on every state change
         _callbacks = { head = 1, tail = 0 },
+        _retry_deletes = {},      -- path -> attempt, resent once connected
         _closed = false,
     }, mt)
     self._waiter = load_waiter(o.wait, self)
@@ -552,6 +554,7 @@ function _M:_session_event(state)
         self._session_id = s:client_id()
         self._suspended_at = nil
         self:_set_state("connected")
+        self:_resend_deletes()
     elseif state == C.CONNECTING_STATE or state == C.ASSOCIATING_STATE then
         if self._state == "connected" then
             self._suspended_at = now()
@@ -1022,6 +1025,57 @@ for name, fn in pairs(send) do
             check_self(self, name)
             return fn(self, ...):wait()
         end
+    end
+end
+
+
+--- Deletes `path` without waiting for the reply. On connection loss the
+--- delete is sent again once connected, until it succeeds or the node is
+--- gone; for an ephemeral node (the default) it stops when the session that
+--- owned the node ends, since the node went with it. The delete is ordered
+--- before every later request of this session.
+---@param path string
+---@param version integer? expected version (-1 or nil: any)
+---@param persistent boolean? true: keep trying in later sessions too
+function _M:delete_guaranteed(path, version, persistent)
+    check_self(self, "delete_guaranteed")
+    check_path(path, "delete_guaranteed", 1)
+    version = check_version(version, "delete_guaranteed", 2)
+    local serial = self._serial
+    local function attempt()
+        if self._closed or (not persistent and self._serial ~= serial) then
+            return
+        end
+        local fut = send.delete(self, path, version)
+        local p = fut.entry
+        if not p then
+            self._retry_deletes[path] = attempt   -- no session now: try once connected
+            return
+        end
+        p.late = function(done)
+            local e = errname(done.rc)
+            if done.rc ~= RC_OK and e ~= "nonode" and e ~= "closed" then
+                if retryable[e] or e == "sessionexpired" then
+                    self._retry_deletes[path] = attempt
+                else
+                    self._log("error", "delete of " .. path .. " failed: " .. e)
+                end
+            end
+        end
+    end
+    attempt()
+    return true
+end
+
+
+function _M:_resend_deletes()
+    local retry = self._retry_deletes
+    if next(retry) == nil then
+        return
+    end
+    self._retry_deletes = {}
+    for _, attempt in pairs(retry) do
+        attempt()
     end
 end
 

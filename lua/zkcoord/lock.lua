@@ -1,0 +1,218 @@
+--- zkcoord.lock: a fair, herd-free, reentrant distributed lock.
+--
+--   local lock = client:lock("/locks/job")
+--   local ok, err = lock:acquire(5)      -- nil: wait forever, 0: try once
+--   if ok then ... lock:release() end
+--
+-- Algorithm (ZooKeeper's lock recipe, on zkcoord.queue): each contender
+-- creates an ephemeral-sequential node; the lowest holds the lock; every
+-- other watches only the node just below its own, so a release wakes one
+-- contender, never the herd. Grants follow arrival order.
+--
+-- Node layout: <path>/_c_<uuid>-lock-<seq>, Curator's InterProcessMutex
+-- names, so a Java service locking the same path with Curator is excluded
+-- too (both sort by the number after the last "lock-"). Children of <path>
+-- without that shape are ignored.
+--
+-- Owners: the lock is reentrant per owner. The owner is the running
+-- coroutine (so two nginx requests, or two coroutines, are two owners), or
+-- opts.owner if given. Each owner has its own node.
+--
+-- Fencing: token() is the czxid of the owner's node. It grows with every
+-- grant of this lock, so a resource that refuses a token lower than the
+-- last one it saw refuses a holder whose lock was lost meanwhile.
+--
+-- Connection loss ("suspended"): the lock stays held; the session may
+-- still be alive. Session loss ("lost", or suspended for longer than the
+-- session timeout), or our node deleted by someone else: held() turns false
+-- at once and on_lost callbacks run. Act on it: another process may hold
+-- the lock now.
+local queue = require "zkcoord.queue"
+
+local type, error, pairs, ipairs, setmetatable = type, error, pairs, ipairs, setmetatable
+local running = coroutine.running
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
+
+local OPT_KEYS = { owner = true, data = true, reentrant = true, marker = true }
+
+
+---@class zkcoord.lock_opts
+---@field owner any?        fixed owner token (default: the running coroutine)
+---@field data string?      data of our lock node (who holds it, for humans)
+---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
+
+--- client:lock(path, opts) -> lock object (no server state until acquire).
+function _M.new(client, path, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #2 to 'lock' (opts must be a table)", 2)
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            error("bad argument #2 to 'lock' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+    end
+    client.check_path(path, "lock", 1)
+    return setmetatable({
+        client = client,
+        path = path,
+        _opts = opts,
+        _marker = opts.marker or "lock-",
+        _rule = queue.rule_first,
+        _holds = {},          -- owner -> { q = queue position, count = n }
+        _lost_fns = {},
+    }, mt)
+end
+
+
+function _M:_owner()
+    local o = self._opts.owner
+    if o ~= nil then
+        return o
+    end
+    return running() or MAIN
+end
+
+
+local function live_hold(self, owner)
+    local h = self._holds[owner]
+    if h and not h.q:is_through() then
+        -- Lost while we were away: forget it (on_lost already ran, or runs soon).
+        self._holds[owner] = nil
+        return nil
+    end
+    return h
+end
+
+
+--- Hook for recipes built on the lock (rwlock): a queue position for `owner`.
+function _M:_position(owner)
+    return queue.new(self.client, self.path, {
+        marker = self._marker,
+        markers = self._markers,
+        rule = self._rule_for and self._rule_for(owner) or self._rule,
+        data = self._opts.data,
+    })
+end
+
+
+--- Acquires the lock for the current owner.
+---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
+---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
+function _M:acquire(timeout)
+    if getmetatable(self) ~= mt and not self._is_lock then
+        error("'acquire' must be called on a lock (use lock:acquire())", 2)
+    end
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+        error("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)", 2)
+    end
+    local owner = self:_owner()
+    local h = live_hold(self, owner)
+    if h then
+        if self._opts.reentrant == false then
+            return nil, "invalid", "already held by this owner (lock is not reentrant)"
+        end
+        h.count = h.count + 1
+        return true
+    end
+    if self._before_acquire then
+        self:_before_acquire(owner)
+    end
+    local q = self:_position(owner)
+    local ok, err = q:enter(timeout)
+    if not ok then
+        return nil, err
+    end
+    h = { q = q, count = 1 }
+    self._holds[owner] = h
+    q:on_lost(function(reason)
+        if self._holds[owner] == h then
+            self._holds[owner] = nil
+        end
+        for _, fn in ipairs(self._lost_fns) do
+            fn(reason, owner)
+        end
+    end)
+    return true
+end
+
+
+--- Releases one acquire of the current owner; the last one deletes the
+--- node (without waiting: the delete is ordered before this session's next
+--- request and retried until done).
+---@return true|nil ok, string? err "notheld"
+function _M:release()
+    local owner = self:_owner()
+    local h = self._holds[owner]
+    if not h then
+        return nil, "notheld"
+    end
+    if not h.q:is_through() then
+        self._holds[owner] = nil
+        return nil, "lost"
+    end
+    h.count = h.count - 1
+    if h.count > 0 then
+        return true
+    end
+    self._holds[owner] = nil
+    h.q:leave()
+    return true
+end
+
+
+--- Is the lock held by the current owner, in a live session?
+function _M:held()
+    return live_hold(self, self:_owner()) ~= nil
+end
+
+
+--- The fencing token of the current owner's grant (the node's czxid).
+---@return number|nil token, string? err
+function _M:token()
+    local h = live_hold(self, self:_owner())
+    if not h then
+        return nil, "notheld"
+    end
+    return h.q:stat().czxid
+end
+
+
+--- The path of the current owner's lock node.
+function _M:node()
+    local h = live_hold(self, self:_owner())
+    return h and h.q:node()
+end
+
+
+--- How many times the current owner holds it (reentrancy depth).
+function _M:count()
+    local h = live_hold(self, self:_owner())
+    return h and h.count or 0
+end
+
+
+--- fn(reason, owner) runs when a held lock is lost: reason "sessionexpired"
+--- or "deleted". held() is already false then.
+function _M:on_lost(fn)
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_lost' (function expected)", 2)
+    end
+    self._lost_fns[#self._lost_fns + 1] = fn
+    return fn
+end
+
+
+--- The participants (held first, then waiters in order).
+---@return table[]|nil entries { name =, path =, seq = }, string? err
+function _M:contenders()
+    return self:_position(self:_owner()):entries()
+end
+
+
+_M.mt = mt
+return _M

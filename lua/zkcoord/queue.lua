@@ -1,0 +1,486 @@
+--- zkcoord.queue: a place in a line of ephemeral-sequential nodes.
+--
+-- The primitive every waiting recipe (lock, rwlock, semaphore, election ...)
+-- is built from, and the one users script their own patterns with:
+--
+--   1. create  <parent>/_c_<uuid>-<marker><seq>  (ephemeral, sequential)
+--      and list <parent>'s children in the same round trip (one session
+--      runs its requests in order, so the list already holds our node);
+--   2. sort the participants (children carrying a known marker; anything
+--      else under the parent is ignored) by sequence number;
+--   3. ask the recipe's rule: `true` means we are through, an entry means
+--      "wait until this one node changes" (exactly one: no herd effect);
+--   4. watch that node with get() (a watch on a missing node is never set,
+--      so none leaks, Curator's choice), wait, and go back to 2.
+--
+-- Protection (Curator's protected mode, CURATOR-498): the uuid in our node
+-- name lets us find our node when a create's reply was lost, and we adopt it
+-- only if its ephemeral owner is our current session. Any wait that gives up
+-- deletes our node (guaranteed: retried until it succeeds or the session
+-- ends), and a create that completes after we stopped waiting for it is
+-- deleted when its reply arrives.
+--
+-- Connection loss (suspended) keeps our node: the session may still live.
+-- Session loss removes it: a waiting enter() joins the line again (kazoo's
+-- choice), a position already through reports `on_lost`.
+local core = require "zkcoord.core"
+
+local now = core.now
+local type, error, ipairs, setmetatable, tostring = type, error, ipairs, setmetatable, tostring
+local tonumber, sort, match, gsub, sub, format = tonumber, table.sort, string.match,
+    string.gsub, string.sub, string.format
+local random, floor = math.random, math.floor
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local SEQ_WRAP = 4294967296
+
+
+-- Seed from the kernel once: node names must not collide across processes
+-- that started in the same second.
+do
+    local f = io.open("/dev/urandom", "rb")
+    local seed = os.time() + floor(os.clock() * 1e6)
+    if f then
+        local b = f:read(6) or ""
+        f:close()
+        for i = 1, #b do
+            seed = seed * 256 + b:byte(i)
+        end
+    end
+    math.randomseed(seed % 2147483647)
+    for _ = 1, 10 do random() end
+end
+
+
+--- A random version-4 UUID (36 characters, as Curator's protected names use).
+function _M.uuid()
+    return format("%08x-%04x-4%03x-%04x-%04x%08x",
+                  random(0, 0xffffffff), random(0, 0xffff), random(0, 0xfff),
+                  0x8000 + random(0, 0x3fff), random(0, 0xffff), random(0, 0xffffffff))
+end
+
+
+local function escape(s)
+    return (gsub(s, "[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0"))
+end
+
+
+---@class zkcoord.queue_opts
+---@field marker string       name part before the sequence number, e.g. "lock-"
+---@field markers string[]?   every marker whose nodes take part (default { marker })
+---@field rule fun(entries: table[], me: integer, q: table): (true|table)
+---@field data string?        our node's data
+---@field parents string?     "container" (default) or "persistent" for missing parents
+
+--- Creates a position object (no server state until enter()).
+function _M.new(client, parent, opts)
+    if type(opts) ~= "table" or type(opts.marker) ~= "string" or type(opts.rule) ~= "function" then
+        error("bad argument #3 to 'queue.new' (opts with a string marker and a rule function)", 2)
+    end
+    client.check_path(parent, "queue.new", 2)
+    local markers = opts.markers or { opts.marker }
+    local patterns = {}
+    for i, m in ipairs(markers) do
+        -- greedy .* takes the LAST marker, as Curator's sorter does
+        patterns[i] = { marker = m, pattern = "^.*" .. escape(m) .. "(%-?%d+)$" }
+    end
+    if opts.data ~= nil and type(opts.data) ~= "string" then
+        error("bad argument #3 to 'queue.new' (data must be a string)", 2)
+    end
+    return setmetatable({
+        client = client,
+        path = parent,
+        marker = opts.marker,
+        patterns = patterns,
+        rule = opts.rule,
+        data = opts.data,
+        parent_mode = opts.parents == "persistent" and true or "container",
+        _node = nil,      -- full path of our node
+        _name = nil,      -- its last segment
+        _stat = nil,      -- its create stat (czxid = fencing token)
+        _serial = nil,    -- client session serial that created it
+        _through = false,
+        _lost_fns = {},
+    }, mt)
+end
+
+
+--- Participants under the parent, sorted by sequence number.
+---@return table[] entries { name =, path =, seq =, marker = }
+function _M:parse(names)
+    local out, pats, base = {}, self.patterns, self.path == "/" and "" or self.path
+    for _, name in ipairs(names) do
+        for _, p in ipairs(pats) do
+            local seq = match(name, p.pattern)
+            if seq then
+                seq = tonumber(seq)
+                -- The parent's counter is a signed 32-bit int: past 2^31-1 it
+                -- goes negative, and those nodes are the newest.
+                local key = seq < 0 and seq + SEQ_WRAP or seq
+                out[#out + 1] = { name = name, path = base .. "/" .. name, seq = key,
+                                  marker = p.marker }
+                break
+            end
+        end
+    end
+    sort(out, function(a, b) return a.seq < b.seq end)
+    return out
+end
+
+
+--- The current participants (one children() round trip).
+function _M:entries()
+    local names, err = self.client:children(self.path)
+    if not names then
+        if err == "nonode" then
+            return {}
+        end
+        return nil, err
+    end
+    return self:parse(names)
+end
+
+
+local function index_of(entries, name)
+    for i, e in ipairs(entries) do
+        if e.name == name then
+            return i
+        end
+    end
+    return nil
+end
+
+
+-- Forgets our node locally. The watch on it (if any) is left to fire on
+-- the delete that follows, and is ignored then: no extra request.
+function _M:_forget()
+    local node = self._node
+    self._node, self._name, self._stat, self._through = nil, nil, nil, false
+    return node
+end
+
+
+--- Deletes our node (if any) without waiting: the delete is ordered before
+--- this session's next request, and retried until it succeeds or the
+--- session that owns the node ends.
+function _M:leave()
+    local serial = self._serial
+    local node = self:_forget()
+    if node and serial == self.client._serial then
+        self.client:delete_guaranteed(node)
+    end
+    return true
+end
+
+
+--- Is our node alive and through, in the current session?
+function _M:is_through()
+    local c = self.client
+    return self._through and self._serial == c._serial
+           and c._state ~= "lost" and c._state ~= "closed"
+end
+
+
+function _M:node()
+    return self._node
+end
+
+
+function _M:stat()
+    return self._stat
+end
+
+
+--- fn(reason) is called when a position that was through is lost:
+--- "sessionexpired" (the session ended) or "deleted" (someone removed our node).
+function _M:on_lost(fn)
+    self._lost_fns[#self._lost_fns + 1] = fn
+end
+
+
+function _M:_lost(reason)
+    if not self._through then
+        return
+    end
+    self:_forget()
+    for _, fn in ipairs(self._lost_fns) do
+        fn(reason)
+    end
+end
+
+
+-- Watch our own node while through: a delete by someone else, or the end of
+-- the session, is reported to on_lost. Fire and forget: no round trip added.
+function _M:_watch_own()
+    local node = self._node
+    local function fn(ev)
+        if self._node ~= node then
+            return
+        end
+        if ev.type == "deleted" then
+            self:_lost("deleted")
+        elseif ev.type == "session" then
+            self:_lost("sessionexpired")
+        elseif ev.type == "changed" then
+            self.client:send("exists", node, fn)   -- re-arm (data writes, e.g. revocation)
+        end
+    end
+    self._own_watch = fn
+    self.client:send("exists", node, fn)
+end
+
+
+local function remaining(deadline)
+    if not deadline then
+        return nil
+    end
+    local left = deadline - now()
+    return left > 0 and left or 0
+end
+
+
+-- Creates the parents of our node (one pipelined round trip).
+function _M:_create_parents()
+    if self.path == "/" then
+        return true
+    end
+    local container = self.parent_mode == "container"
+    local ok, err = self.client:create(self.path, nil, { container = container or nil,
+                                                         parents = container and "container"
+                                                                   or true })
+    if ok or err == "nodeexists" then
+        return true
+    end
+    return nil, err
+end
+
+
+-- Protected mode: after a lost create reply, find our node by its uuid and
+-- adopt it only if our current session owns it.
+function _M:_find_own(prefix)
+    local client = self.client
+    local names, err = client:children(self.path)
+    if not names then
+        return nil, err
+    end
+    local sid = client:session_id()
+    for _, name in ipairs(names) do
+        if sub(name, 1, #prefix) == prefix then
+            local path = (self.path == "/" and "" or self.path) .. "/" .. name
+            local stat = client:exists(path)
+            if stat and stat.ephemeral_owner == sid then
+                return path, stat, names
+            elseif stat then
+                client:delete_guaranteed(path)   -- an older session's: not ours to keep
+            end
+        end
+    end
+    return false
+end
+
+
+--- Step 1: create our node, listing the parent in the same round trip.
+function _M:_create(deadline)
+    local client = self.client
+    local base = self.path == "/" and "" or self.path
+    local prefix = "_c_" .. _M.uuid() .. "-"
+    local tries = 0
+    while true do
+        tries = tries + 1
+        local fc = client:send("create", base .. "/" .. prefix .. self.marker, self.data,
+                               { ephemeral = true, sequential = true })
+        local fl = client:send("children", self.path)
+        if fc.entry then
+            -- A reply that arrives after we gave up: delete what it created.
+            fc.entry.late = function(p)
+                if p.rc == 0 and p.value then
+                    client:delete_guaranteed(p.value)
+                end
+            end
+        end
+        local node, stat = fc:wait(remaining(deadline))
+        local names = fl:wait(remaining(deadline))
+        if node then
+            self._node, self._stat, self._serial = node, stat, client._serial
+            self._name = match(node, "[^/]+$")
+            return true, names
+        end
+        local err = stat
+        if err == "nonode" and tries < 4 then
+            local ok, perr = self:_create_parents()
+            if not ok and perr ~= "nonode" then
+                return nil, perr
+            end
+        elseif client._closed then
+            return nil, "closed"
+        elseif err == "timeout" then
+            return nil, "timeout"
+        elseif err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
+            local left = remaining(deadline)
+            if left == 0 then
+                return nil, "timeout"
+            end
+            if not client:_wait_state(function(st) return st == "connected" or st == "closed" end,
+                                      left) then
+                return nil, "timeout"
+            end
+            if err ~= "sessionexpired" then
+                local path, fstat, fnames = self:_find_own(prefix)
+                if path then
+                    self._node, self._stat, self._serial = path, fstat, client._serial
+                    self._name = match(path, "[^/]+$")
+                    return true, fnames
+                end
+            end
+            prefix = "_c_" .. _M.uuid() .. "-"
+        else
+            return nil, err
+        end
+        if tries > 1000 then
+            return nil, "timeout"
+        end
+    end
+end
+
+
+--- Joins the line (if not already in it) and waits until the rule lets us
+--- through, at most `timeout` seconds (nil: no limit; 0: decide now).
+---@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
+function _M:enter(timeout)
+    local client = self.client
+    local deadline = timeout and now() + timeout
+    if client._closed then
+        return nil, "closed"
+    end
+    local names
+    while true do
+        if self._node and self._serial ~= client._serial then
+            self:_forget()    -- the session that owned it ended: join again
+        end
+        if not self._node then
+            local ok, res = self:_create(deadline)
+            if not ok then
+                return nil, res
+            end
+            names = res
+        end
+        if not names then
+            local err
+            names, err = client:children(self.path)
+            if not names then
+                if not self:_retry_after(err, deadline) then
+                    self:leave()
+                    return nil, err == "timeout" and "timeout" or err
+                end
+            end
+        end
+        if names then
+            local entries = self:parse(names)
+            names = nil
+            local me = index_of(entries, self._name)
+            if not me then
+                -- Our node is gone (deleted, or its session ended): join again.
+                self:_forget()
+            else
+                local verdict = self.rule(entries, me, self)
+                if verdict == true then
+                    self._through = true
+                    self:_watch_own()
+                    return true
+                end
+                local left = remaining(deadline)
+                if left == 0 then
+                    self:leave()
+                    return nil, "timeout"
+                end
+                local ok, err = self:_wait_for(verdict, deadline)
+                if not ok then
+                    self:leave()
+                    return nil, err
+                end
+            end
+        end
+    end
+end
+
+
+-- Waits until `entry` changes or goes. Returns true to re-check the line.
+function _M:_wait_for(entry, deadline)
+    local client = self.client
+    local ev = client:waiter():event()
+    local function wake()
+        ev:set()
+    end
+    local data, err = client:get(entry.path, wake)
+    if data == nil then
+        if err == "nonode" then
+            return true
+        end
+        return self:_retry_after(err, deadline)
+    end
+    ev:wait(remaining(deadline))
+    if ev.is_set then
+        return true
+    end
+    client:remove_watches(entry.path, wake)
+    if client._closed then
+        return nil, "closed"
+    end
+    return nil, "timeout"
+end
+
+
+-- After a failed read: wait for the connection and go on, or give up.
+function _M:_retry_after(err, deadline)
+    local client = self.client
+    if client._closed then
+        return nil, "closed"
+    end
+    if err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
+        local left = remaining(deadline)
+        if left == 0 then
+            return nil, "timeout"
+        end
+        if client:_wait_state(function(st) return st == "connected" or st == "closed" end, left)
+                and not client._closed then
+            return true
+        end
+        return nil, client._closed and "closed" or "timeout"
+    end
+    return nil, err
+end
+
+
+-- Ready-made rules. `me` is our index in the sorted entries.
+
+--- Through when first: exclusive lock, election, write lock.
+function _M.rule_first(entries, me)
+    return me == 1 or entries[me - 1]
+end
+
+
+--- Through when fewer than n are ahead: semaphore with n leases.
+function _M.rule_fewer_than(n)
+    return function(entries, me)
+        return me <= n or entries[me - n]
+    end
+end
+
+
+--- Through when no lower entry carries `marker` (a reader behind writers);
+--- watches the last such entry.
+function _M.rule_none_below(marker)
+    return function(entries, me)
+        for i = me - 1, 1, -1 do
+            if entries[i].marker == marker then
+                return entries[i]
+            end
+        end
+        return true
+    end
+end
+
+
+return _M
