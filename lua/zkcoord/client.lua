@@ -40,7 +40,9 @@ local DEFAULTS = {
     session_timeout = 10,
     connect_timeout = 5,
     reconnect = true,
-    max_data_size = 1024 * 1024,   -- ZooKeeper's jute.maxbuffer: 1 MiB per node
+    -- ZooKeeper's jute.maxbuffer (0xfffff): the server drops the connection
+    -- on a request packet larger than this, so refuse it here instead.
+    max_packet_size = 1048575,
     zk_log_level = 0,
 }
 
@@ -48,7 +50,7 @@ local OPTION_KEYS = {
     servers = "string|table", session_timeout = "number", connect_timeout = "number",
     request_timeout = "number", chroot = "string", auth = "table", acl = "string|table",
     retry = "table", wait = "string|table", reconnect = "boolean",
-    max_data_size = "number", logger = "function", zk_log_level = "number",
+    max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string",
 }
 
@@ -324,7 +326,9 @@ function _M.connect(opts)
         end
     end
     local hosts = hosts_string(o.servers)
+    local chroot = ""
     if o.chroot then
+        chroot = o.chroot ~= "/" and o.chroot or ""
         if o.chroot ~= "/" then
             check_path(o.chroot, "connect", 1)
             hosts = hosts .. o.chroot
@@ -357,6 +361,7 @@ function _M.connect(opts)
     local self = setmetatable({
         _opts = o,
         _hosts = hosts,
+        _chroot = chroot,
         _auth = auth,
         _acl = normalize_acl(o.acl, "connect", 1),
         _retry = rp,
@@ -548,6 +553,9 @@ end
 
 
 function _M:_session_event(state)
+    if self._closed or not self._s then
+        return
+    end
     if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
         local s = self._s
         self._negotiated_timeout = s:timeout()
@@ -716,15 +724,31 @@ function _M:_retrying(attempt)
 end
 
 
-local function data_arg(self, data, fname, n)
+-- Bytes a request adds around its path and data: length, xid, type,
+-- string lengths, flags; plus each ACL entry.
+local PACKET_OVERHEAD = 32
+
+local function acl_bytes(acl)
+    local n = 4
+    for _, e in ipairs(acl or {}) do
+        n = n + 12 + #e.scheme + #e.id
+    end
+    return n
+end
+
+
+local function data_arg(self, data, fname, n, path, acl)
     if data == nil then
         return nil
     end
     if type(data) ~= "string" then
         argerror(n, fname, "data must be a string or nil, got " .. type(data), 3)
     end
-    if #data > self._opts.max_data_size then
-        return nil, "toolarge"
+    local size = PACKET_OVERHEAD + #self._chroot + #path + #data + acl_bytes(acl)
+    if size > self._opts.max_packet_size then
+        return nil, "toolarge", ("%d bytes of data at %s exceed ZooKeeper's request limit "
+                                 .. "of %d bytes (jute.maxbuffer)")
+                                :format(#data, path, self._opts.max_packet_size)
     end
     return data
 end
@@ -789,12 +813,12 @@ function send.create(self, path, data, opts)
         end
     end
     check_path(path, "create", 1, opts.sequential)
-    local d, derr = data_arg(self, data, "create", 2)
-    if derr then
-        return make_future(self, function() return nil, derr end)
-    end
     local mode = create_mode(opts)
     local acl = opts.acl and normalize_acl(opts.acl, "create", 3) or self._acl
+    local d, derr, detail = data_arg(self, data, "create", 2, path, acl or NAMED_ACLS.open)
+    if derr then
+        return make_future(self, function() return nil, derr, detail end)
+    end
     local ttl = opts.ttl and floor(opts.ttl * 1000 + 0.5)
     local fut = self:_request(finish_create, "create", path, d, acl, mode, ttl)
     if not opts.parents or path == "/" then
@@ -882,9 +906,9 @@ function send.set(self, path, data, version)
     if data == nil then
         argerror(2, "set", "data must be a string")
     end
-    local d, derr = data_arg(self, data, "set", 2)
+    local d, derr, detail = data_arg(self, data, "set", 2, path)
     if derr then
-        return make_future(self, function() return nil, derr end)
+        return make_future(self, function() return nil, derr, detail end)
     end
     return self:_request(finish_set, "set", path, d, check_version(version, "set", 3))
 end
@@ -977,9 +1001,9 @@ function send.multi(self, ops)
         check_path(path, "multi", 1, kind == C.OP_CREATE and op.sequential)
         local data = op.data
         if data ~= nil then
-            local d, derr = data_arg(self, data, "multi", 1)
+            local d, derr, detail = data_arg(self, data, "multi", 1, path)
             if derr then
-                return make_future(self, function() return nil, derr end)
+                return make_future(self, function() return nil, derr, detail end)
             end
             data = d
         end
