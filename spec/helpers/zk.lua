@@ -107,18 +107,25 @@ end
 
 --- Expires `client`'s session on the server: a second handle joins the same
 --- session and closes it (kazoo's expire_session, Curator's KillSession).
+--- The client may win its session back in between (it reconnects when the
+--- server moves the session away), so repeat until the session changed.
 function _M.expire_session(client, timeout)
     local sid, pw = client:session_id(), client:session_password()
     assert(sid and pw, "client has no session")
-    local other = assert(zkcoord.connect { servers = _M.hosts(), session_id = sid,
-                                           session_password = pw,
-                                           session_timeout = client:session_timeout(),
-                                           reconnect = false })
-    other:close()
-    -- Wait until the client has seen it.
-    return _M.wait_until(function()
-        return client:session_id() ~= sid
-    end, timeout or 10, client)
+    local deadline = proc.now() + (timeout or 15)
+    repeat
+        local other = zkcoord.connect { servers = _M.hosts(), session_id = sid,
+                                        session_password = pw, connect_timeout = 2,
+                                        session_timeout = client:session_timeout(),
+                                        reconnect = false }
+        if other then
+            other:close()
+        end
+        if _M.wait_until(function() return client:session_id() ~= sid end, 2, client) then
+            return true
+        end
+    until proc.now() >= deadline
+    return false
 end
 
 
@@ -146,6 +153,15 @@ function _M.lua_env()
         LUA_CPATH = root .. "/lua/?.so;;",
         ZK_HOSTS = _M.hosts(),
     }
+end
+
+
+--- Resident set size of this process in KiB.
+function _M.rss_kb()
+    local f = io.open("/proc/self/status")
+    local text = f and f:read("*a") or ""
+    if f then f:close() end
+    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
 end
 
 
