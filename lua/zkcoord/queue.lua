@@ -241,6 +241,17 @@ local function remaining(deadline)
 end
 
 
+-- How long to wait for one reply: what is left of the deadline, but a
+-- try-once (timeout 0) still waits for the round trip itself (bounded by
+-- the client's request timeout): "once" means not waiting for others.
+function _M:_reply_wait(deadline)
+    if self._try then
+        return nil
+    end
+    return remaining(deadline)
+end
+
+
 -- Creates the parents of our node (one pipelined round trip).
 function _M:_create_parents()
     if self.path == "/" then
@@ -300,8 +311,8 @@ function _M:_create(deadline)
                 end
             end
         end
-        local node, stat = fc:wait(remaining(deadline))
-        local names = fl:wait(remaining(deadline))
+        local node, stat = fc:wait(self:_reply_wait(deadline))
+        local names = fl:wait(self:_reply_wait(deadline))
         if node then
             self._node, self._stat, self._serial = node, stat, client._serial
             self._name = match(node, "[^/]+$")
@@ -351,6 +362,7 @@ end
 function _M:enter(timeout)
     local client = self.client
     local deadline = timeout and now() + timeout
+    self._try = timeout == 0
     if client._closed then
         return nil, "closed"
     end

@@ -150,7 +150,7 @@ function _M.lua_env()
     return {
         LUA_PATH = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root
                    .. "/spec/?.lua;;",
-        LUA_CPATH = root .. "/lua/?.so;;",
+        LUA_CPATH = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";;",
         ZK_HOSTS = _M.hosts(),
     }
 end

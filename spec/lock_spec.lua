@@ -1,0 +1,257 @@
+-- The lock recipe against a real ZooKeeper, with contenders in separate
+-- processes where it matters.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
+
+local CONTENDER = [[
+local zkcoord = require "zkcoord"
+local id, path, log, rounds = ...
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 })
+local lock = c:lock(path)
+local function put(line)
+    local f = assert(io.open(log, "a"))
+    f:write(line, "\n")
+    f:close()
+end
+for _ = 1, tonumber(rounds) do
+    assert(lock:acquire(60))
+    put(("%s enter %.6f %d"):format(id, zkcoord.now(), lock:token()))
+    c:waiter():sleep(0.002)
+    put(("%s leave %.6f"):format(id, zkcoord.now()))
+    assert(lock:release())
+end
+c:close()
+put(id .. " done")
+]]
+
+local HOLDER = [[
+local zkcoord = require "zkcoord"
+local path, log = ...
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 2 })
+local lock = c:lock(path)
+assert(lock:acquire(30))
+local f = assert(io.open(log, "a")) f:write("held\n") f:close()
+while true do c:dispatch(1) end
+]]
+
+local function lines(path)
+    local out = {}
+    for l in (proc.read_file(path) or ""):gmatch("[^\n]+") do
+        out[#out + 1] = l
+    end
+    return out
+end
+
+local function lock_nodes(client, path)
+    local names = client:children(path) or {}
+    local n = 0
+    for _, name in ipairs(names) do
+        if name:find("-lock-", 1, true) then n = n + 1 end
+    end
+    return n
+end
+
+describe("lock #zk", function()
+    local root, c
+
+    before_each(function()
+        root = zk.new_root("lock")
+        c = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("5 processes x 20 acquisitions never overlap and tokens increase", function()
+        local log = zk.tmpdir() .. "/lock-" .. root:gsub("/", "") .. ".log"
+        local pids = {}
+        for i = 1, 5 do
+            pids[i] = assert(zk.spawn_lua(CONTENDER, { "p" .. i, root .. "/l", log, 20 },
+                                          log .. ".err"))
+        end
+        for _, pid in ipairs(pids) do
+            assert.truthy(proc.wait_exit(pid, 90), "contender did not finish")
+        end
+        local events, done = {}, 0
+        for _, l in ipairs(lines(log)) do
+            local id, what, t, token = l:match("^(%S+) (%S+) ?(%S*) ?(%S*)$")
+            if what == "done" then
+                done = done + 1
+            else
+                events[#events + 1] = { id = id, what = what, t = tonumber(t), token = tonumber(token) }
+            end
+        end
+        assert.equal(5, done, proc.read_file(log .. ".err") or "")
+        assert.equal(200, #events)
+        table.sort(events, function(a, b) return a.t < b.t end)
+        local holder, last_token, grants = nil, -1, 0
+        for _, e in ipairs(events) do
+            if e.what == "enter" then
+                assert.is_nil(holder, "overlap: " .. tostring(holder) .. " and " .. e.id)
+                assert.is_true(e.token > last_token, "token did not increase")
+                holder, last_token, grants = e.id, e.token, grants + 1
+            else
+                assert.equal(holder, e.id)
+                holder = nil
+            end
+        end
+        assert.equal(100, grants)
+        assert.truthy(zk.wait_until(function() return lock_nodes(c, "/l") == 0 end, 5))
+    end)
+
+    it("try-lock and timeout return 'timeout' and leave no node", function()
+        local c2 = zk.client { chroot = root }
+        local l1, l2 = c:lock("/l"), c2:lock("/l")
+        assert.is_true(l1:acquire(0))
+        local t0 = proc.now()
+        assert.same({ nil, "timeout" }, { l2:acquire(0) })
+        assert.same({ nil, "timeout" }, { l2:acquire(0.3) })
+        local took = proc.now() - t0
+        assert.is_true(took >= 0.3 and took < 1.5, "took " .. took)
+        -- c2's deletes are ordered before its next request
+        assert.equal(1, lock_nodes(c2, "/l"))
+        assert.equal(0, c2:stats().watches)
+        assert.is_false(l2:held())
+        assert.truthy(l1:release())
+        assert.is_true(l2:acquire(1))
+        assert.truthy(l2:release())
+        assert.equal(0, lock_nodes(c2, "/l"))
+    end)
+
+    it("is fair: waiters are granted in arrival order", function()
+        local holder = c:lock("/l")
+        assert.is_true(holder:acquire(0))
+        local log = zk.tmpdir() .. "/fair-" .. root:gsub("/", "") .. ".log"
+        local pids = {}
+        for i = 1, 3 do
+            pids[i] = zk.spawn_lua(CONTENDER, { "w" .. i, root .. "/l", log, 1 })
+            -- each is queued before the next starts
+            assert.truthy(zk.wait_until(function() return lock_nodes(c, "/l") == i + 1 end, 10))
+        end
+        holder:release()
+        for _, pid in ipairs(pids) do assert.truthy(proc.wait_exit(pid, 30)) end
+        local order = {}
+        for _, l in ipairs(lines(log)) do
+            local id = l:match("^(%S+) enter")
+            if id then order[#order + 1] = id end
+        end
+        assert.same({ "w1", "w2", "w3" }, order)
+    end)
+
+    it("passes on within the session timeout when the holder is SIGKILLed", function()
+        local log = zk.tmpdir() .. "/holder-" .. root:gsub("/", "") .. ".log"
+        local pid = assert(zk.spawn_lua(HOLDER, { root .. "/l", log }))
+        assert.truthy(zk.wait_until(function() return (proc.read_file(log) or ""):find("held") end, 15))
+        local lock = c:lock("/l")
+        assert.same({ nil, "timeout" }, { lock:acquire(0) })
+        proc.kill(pid, "KILL")
+        local t0 = proc.now()
+        assert.is_true(lock:acquire(10))
+        local took = proc.now() - t0
+        assert.is_true(took < 2 + 2, "took " .. took)
+        lock:release()
+    end)
+
+    it("session expiry fires on_lost and held() turns false", function()
+        local lock = c:lock("/l")
+        local reasons = {}
+        lock:on_lost(function(reason) reasons[#reasons + 1] = reason end)
+        assert.is_true(lock:acquire(1))
+        local token = lock:token()
+        assert.truthy(zk.expire_session(c))
+        assert.is_false(lock:held())
+        assert.truthy(zk.wait_until(function() return #reasons > 0 end, 5, c))
+        assert.equal("sessionexpired", reasons[1])
+        assert.same({ nil, "notheld" }, { lock:release() })
+        -- another client can take it; a new grant has a higher token
+        local other = zk.client { chroot = root }:lock("/l")
+        assert.is_true(other:acquire(5))
+        assert.is_true(other:token() > token)
+        other:release()
+    end)
+
+    it("reports a deleted lock node through on_lost", function()
+        local lock = c:lock("/l")
+        local reason
+        lock:on_lost(function(r) reason = r end)
+        assert.is_true(lock:acquire(1))
+        zk.admin():delete(root .. "/" .. lock:node():match("^/(.*)$"))
+        assert.truthy(zk.wait_until(function() return reason ~= nil end, 5, c))
+        assert.equal("deleted", reason)
+        assert.is_false(lock:held())
+    end)
+
+    it("a connection cut during create leaves no ghost node", function()
+        local port = tonumber(zk.hosts():match(":(%d+)"))
+        local proxy = assert(tcpproxy.start("127.0.0.1", port))
+        local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        proxy:delay(0.3)
+        -- Cut while the create is at the server and its reply still in the
+        -- proxy: the create happened, the client only sees connection loss.
+        proc.spawn({ "sh", "-c", "sleep 0.45; echo cut > '" .. proxy.control .. "'" })
+        local lock = pc:lock("/l")
+        assert.is_true(lock:acquire(20))
+        proxy:pass()
+        assert.equal(1, lock_nodes(pc, "/l"))
+        lock:release()
+        assert.equal(0, lock_nodes(pc, "/l"))
+        pc:close()
+        proxy:stop()
+    end)
+
+    it("ignores foreign children under the lock path", function()
+        c:create("/l")
+        c:create("/l/foreign", "not a lock")
+        c:create("/l/x-0000000001", "")
+        c:create("/l/readme")
+        local lock = c:lock("/l")
+        assert.is_true(lock:acquire(0))
+        assert.equal(3, #c:children("/l") - 1)
+        lock:release()
+    end)
+
+    it("is reentrant per owner and counts", function()
+        local lock = c:lock("/l")
+        assert.is_true(lock:acquire(0))
+        assert.is_true(lock:acquire(0))
+        assert.equal(2, lock:count())
+        assert.equal(1, lock_nodes(c, "/l"))
+        assert.is_true(lock:release())
+        assert.is_true(lock:held())
+        assert.is_true(lock:release())
+        assert.is_false(lock:held())
+        assert.same({ nil, "notheld" }, { lock:release() })
+        local strict = c:lock("/l2", { reentrant = false })
+        assert.is_true(strict:acquire(0))
+        assert.equal("invalid", select(2, strict:acquire(0)))
+        strict:release()
+    end)
+
+    it("treats coroutines as different owners", function()
+        local lock = c:lock("/l")
+        assert.is_true(lock:acquire(0))
+        local co = coroutine.wrap(function()
+            return lock:acquire(0)
+        end)
+        assert.is_nil(co())
+        local shared = c:lock("/l3", { owner = "job-42" })
+        assert.is_true(shared:acquire(0))
+        assert.is_true(coroutine.wrap(function() return shared:acquire(0) end)())
+        assert.equal(2, shared:count())
+        lock:release()
+    end)
+
+    it("raises on misuse and returns closed after close", function()
+        assert.has_error(function() c:lock("relative") end)
+        assert.has_error(function() c:lock("/l", { bogus = 1 }) end)
+        local lock = c:lock("/l")
+        assert.has_error(function() lock:acquire(-1) end)
+        assert.has_error(function() lock:acquire("soon") end)
+        assert.has_error(function() lock:on_lost(42) end)
+        c:close()
+        assert.same({ nil, "closed" }, { lock:acquire(0) })
+    end)
+end)
