@@ -31,7 +31,8 @@ local function parallel(n, script, argsfn)
         parts[#parts + 1] = "luajit " .. script .. " " .. argsfn(i) .. " &"
     end
     -- wait for each; report failure if any failed
-    return "sh -c '" .. table.concat(parts, " ") .. " fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail'"
+    return "sh -c '" .. table.concat(parts, " ")
+           .. " fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail'"
 end
 
 local function exists(path)

@@ -21,7 +21,7 @@ local errname = errors.name
 local retryable = errors.retryable
 local type, error, pairs, ipairs, select, tostring = type, error, pairs, ipairs, select, tostring
 local next, getmetatable = next, getmetatable
-local setmetatable, xpcall, unpack = setmetatable, xpcall, unpack or table.unpack
+local setmetatable, xpcall, unpack = setmetatable, xpcall, unpack
 local traceback = debug.traceback
 local byte, find, sub, concat = string.byte, string.find, string.sub, table.concat
 local random, min, floor = math.random, math.min, math.floor
@@ -634,6 +634,17 @@ end
 -- ---------------------------------------------------------------------------
 -- Requests.
 
+-- The code of a failed entry; a request of a session that ended reports
+-- why it ended rather than our own close of that session.
+local function entry_err(p)
+    local e = errname(p.rc)
+    if p.lost and (e == "closed" or e == "connectionloss") then
+        return p.lost
+    end
+    return e
+end
+
+
 --- Submits core method `method` and returns a future for its raw reply
 --- entry, or a future that yields nil, err if submission failed. `finish`
 --- converts a completed entry into results.
@@ -666,21 +677,12 @@ function _M:_request(finish, method, ...)
             return finish(p)
         end
         if p.rc ~= RC_OK then
-            return nil, self:_err(p)
+            return nil, entry_err(p)
         end
         return true
     end)
     f.entry = p
     return f
-end
-
-
-function _M:_err(p)
-    local e = errname(p.rc)
-    if p.lost and (e == "closed" or e == "connectionloss") then
-        return p.lost
-    end
-    return e
 end
 
 
@@ -783,7 +785,7 @@ local function create_mode(opts)
         if opts.ephemeral then
             argerror(3, "create", "TTL nodes cannot be ephemeral", 4)
         end
-        if type(opts.ttl) ~= "number" or not (opts.ttl > 0) then
+        if type(opts.ttl) ~= "number" or not (opts.ttl > 0) then  -- luacheck: ignore 581 (NaN)
             argerror(3, "create", "ttl must be a positive number of seconds", 4)
         end
         mode = opts.sequential and C.PERSISTENT_SEQUENTIAL_WITH_TTL or C.PERSISTENT_WITH_TTL

@@ -26,7 +26,7 @@
 local core = require "zkcoord.core"
 
 local now = core.now
-local type, error, ipairs, setmetatable, tostring = type, error, ipairs, setmetatable, tostring
+local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
 local tonumber, sort, match, gsub, sub, format = tonumber, table.sort, string.match,
     string.gsub, string.sub, string.format
 local random, floor = math.random, math.floor
