@@ -275,6 +275,11 @@ local function load_waiter(spec, client)
     if spec == nil or spec == "auto" then
         spec = (ngx and ngx.get_phase) and "ngx" or "blocking"
     end
+    if spec == "ngx" and ngx.get_phase() == "init" then
+        error("zkcoord.connect: no ZooKeeper session in init_by_lua*: it runs in the master "
+              .. "before fork. Connect in init_worker_by_lua* (zkcoord.ngx.init_worker) "
+              .. "or on first use", 4)
+    end
     if spec ~= "blocking" and spec ~= "ngx" then
         argerror(1, "connect", "wait must be 'auto', 'blocking', 'ngx' or a waiter table", 4)
     end
@@ -500,10 +505,15 @@ function _M:_enqueue_callback(fn, ...)
 end
 
 
+--- Drains the queue and keeps the session timers. Callbacks run here only
+--- for waiters that run them inline (blocking); the nginx pump must never
+--- block, so its waiter runs them in a timer of their own.
 function _M:_pump()
     self:_drain()
     self:_check_timers()
-    self:_run_callbacks()
+    if self._waiter.inline_callbacks then
+        self:_run_callbacks()
+    end
 end
 
 
@@ -1253,7 +1263,9 @@ function _M:close()
     if self._waiter.on_close then
         self._waiter:on_close()
     end
-    self:_run_callbacks()
+    if self._waiter.inline_callbacks then
+        self:_run_callbacks()
+    end
     _M.live[self] = nil
     return true
 end

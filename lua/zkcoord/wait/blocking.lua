@@ -12,7 +12,7 @@ local now = core.now
 local setmetatable = setmetatable
 local huge = math.huge
 
-local _M = { _VERSION = "0.1.0", name = "blocking" }
+local _M = { _VERSION = "0.1.0", name = "blocking", inline_callbacks = true }
 local mt = { __index = _M }
 
 local Event = {}

@@ -1,0 +1,325 @@
+--- zkcoord.counter: a shared integer counter on one node.
+--
+--   local c = client:counter("/stats/jobs", { initial = 0 })
+--   local n, err = c:add(1)                 -- the new value, unique to this add
+--   local v = c:get()
+--   local ok = c:compare_and_set(v, v + 10) -- false: someone changed it first
+--
+-- Algorithm (optimistic concurrency, as kazoo's Counter and Curator's
+-- DistributedAtomicLong): read value and version, write value + delta with
+-- set(path, data, version). ZooKeeper applies a versioned set only if the
+-- node is still at that version, so of several adders racing from the same
+-- version exactly one wins; the others get "badversion", back off (jittered,
+-- exponential), read the fresh value and version once, and try again. Every
+-- successful add is a distinct step in ZooKeeper's total order of writes:
+-- add() is linearizable and returns a value no other add returns. The
+-- version of our last reply is reused, so an uncontended add is one round
+-- trip, not a read and a write.
+--
+-- Node layout: <path> holds the value as a decimal integer string ("42",
+-- "-7"), readable with zkCli. Empty data counts as `initial`. The node (and
+-- missing parents, persistent) is created on first use with `initial`.
+-- Values are integers in -(2^53-1) .. 2^53-1 (exact in a Lua number).
+-- NOTE: not Curator's DistributedAtomicLong format (8-byte big-endian).
+--
+-- Reads (get) are ZooKeeper reads: sequentially consistent, possibly a
+-- little behind another client's latest write; writes are linearizable.
+--
+-- Connection loss during a write: we cannot tell at once whether it was
+-- applied. add and compare_and_set then sync and read once: if the node is
+-- still at the version we wrote against, or moved on by one write that is
+-- not ours, ours did not happen and we retry; otherwise they return the
+-- error ("connectionloss", "sessionexpired", "timeout") with a detail
+-- saying the outcome is unknown. set() returns that error at once. Never a
+-- blind second write.
+-- Session expiry changes nothing else: the node is persistent.
+local type, error, pairs, tostring, tonumber, setmetatable =
+    type, error, pairs, tostring, tonumber, setmetatable
+local format, match = string.format, string.match
+local random, min = math.random, math.min
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local MAX = 2 ^ 53 - 1
+
+local OPT_KEYS = { initial = "number", max_tries = "number", base_delay = "number",
+                   max_delay = "number" }
+
+local DEFAULTS = { initial = 0, max_tries = 100, base_delay = 0.005, max_delay = 0.25 }
+
+-- Outcome of a write whose reply was lost is to be found out.
+local UNKNOWN = { connectionloss = true, operationtimeout = true, timeout = true,
+                  sessionexpired = true, sessionmoved = true }
+
+
+local function is_int(v)
+    return type(v) == "number" and v == v and v % 1 == 0 and v >= -MAX and v <= MAX
+end
+
+
+local function check_int(v, fname, n, what)
+    if not is_int(v) then
+        error(("bad argument #%d to '%s' (%s must be an integer in -(2^53-1)..2^53-1, got %s)")
+              :format(n, fname, what, type(v) == "number" and format("%.17g", v) or type(v)), 3)
+    end
+    return v
+end
+
+
+local function encode(v)
+    return format("%d", v)
+end
+
+
+---@class zkcoord.counter_opts
+---@field initial integer?    value of a counter created on first use (default 0)
+---@field max_tries integer?  write attempts per call before giving up with "timeout" (default 100)
+---@field base_delay number?  first backoff after a lost race, seconds (default 0.005)
+---@field max_delay number?   longest backoff, seconds (default 0.25)
+
+--- client:counter(path, opts) -> counter (no server state until first use).
+---@param client table a zkcoord client
+---@param path string the counter's node
+---@param opts zkcoord.counter_opts?
+---@return table counter
+function _M.new(client, path, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #2 to 'counter' (opts must be a table)", 2)
+    end
+    for k, v in pairs(opts) do
+        local want = OPT_KEYS[k]
+        if not want then
+            error("bad argument #2 to 'counter' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+        if type(v) ~= want then
+            error("bad argument #2 to 'counter' (option '" .. k .. "' must be a " .. want .. ")", 2)
+        end
+    end
+    client.check_path(path, "counter", 1)
+    local o = {}
+    for k, v in pairs(DEFAULTS) do o[k] = v end
+    for k, v in pairs(opts) do o[k] = v end
+    if not is_int(o.initial) then
+        error("bad argument #2 to 'counter' (initial must be an integer in -(2^53-1)..2^53-1)", 2)
+    end
+    if o.max_tries < 1 or o.max_tries % 1 ~= 0 then
+        error("bad argument #2 to 'counter' (max_tries must be an integer >= 1)", 2)
+    end
+    if not (o.base_delay >= 0 and o.max_delay >= 0) then
+        error("bad argument #2 to 'counter' (delays must be non-negative seconds)", 2)
+    end
+    return setmetatable({
+        client = client,
+        path = path,
+        _opts = o,
+        _value = nil,       -- value and version of our last reply
+        _version = nil,
+        _stats = { adds = 0, cas_attempts = 0, cas_failures = 0 },
+    }, mt)
+end
+
+
+-- Parses node data; empty data is the initial value.
+local function decode(self, data)
+    if data == "" then
+        return self._opts.initial
+    end
+    local v = match(data, "^%s*(%-?%d+)%s*$") and tonumber(data)
+    if not is_int(v) then
+        return nil, "invalid", "counter " .. self.path .. " holds no integer: "
+                               .. format("%q", data:sub(1, 40))
+    end
+    return v
+end
+
+
+-- Reads value and version (creating the node with `initial` if missing).
+function _M:_read()
+    local client, path = self.client, self.path
+    for _ = 1, 3 do
+        local data, stat = client:get(path)
+        if data then
+            local v, err, detail = decode(self, data)
+            if not v then
+                return nil, err, detail
+            end
+            self._value, self._version = v, stat.version
+            return v, stat
+        end
+        if stat ~= "nonode" then
+            return nil, stat
+        end
+        local ok, err = client:create(path, encode(self._opts.initial), { parents = true })
+        if not ok and err ~= "nodeexists" then
+            return nil, err
+        end
+    end
+    return nil, "nonode"   -- deleted as fast as we create it
+end
+
+
+-- After a write whose reply was lost: did it happen? false means surely
+-- not (retry), nil means we cannot tell. sync() first: after a reconnect
+-- our server may lag behind the leader, and a stale "not yet" would make
+-- us apply the same add twice.
+function _M:_applied(expected_version, data)
+    local client = self.client
+    if not client:sync(self.path) then
+        return nil
+    end
+    local cur, stat = client:get(self.path)
+    if not cur then
+        return nil
+    end
+    if stat.version == expected_version
+            or (stat.version == expected_version + 1 and cur ~= data) then
+        return false
+    end
+    return nil
+end
+
+
+-- The write loop of add and compare_and_set. compute(value) returns the
+-- value to write, false to stop without writing (compare_and_set: not the
+-- expected value), or nil, err, detail.
+function _M:_update(compute)
+    local client, o, st = self.client, self._opts, self._stats
+    local delay = o.base_delay
+    -- Has the value been read from the server during this call? A value
+    -- from an earlier reply is good enough to try a versioned write with
+    -- (a badversion tells us it was old news), not to refuse one.
+    local fresh = false
+    for _ = 1, o.max_tries do
+        if self._version == nil then
+            local v, err, detail = self:_read()
+            if v == nil then
+                return nil, err, detail
+            end
+            fresh = true
+        end
+        local new, err, detail = compute(self._value)
+        if not new and not fresh then
+            self._version = nil
+        elseif not new then
+            return new, err, detail
+        else
+            local data, version = encode(new), self._version
+            st.cas_attempts = st.cas_attempts + 1
+            local stat, serr = client:set(self.path, data, version)
+            if stat then
+                self._value, self._version = new, stat.version
+                return new
+            end
+            self._version = nil
+            if serr == "badversion" then
+                st.cas_failures = st.cas_failures + 1
+                client:waiter():sleep(delay * (0.5 + random()))
+                delay = min(delay * 2, o.max_delay)
+            elseif UNKNOWN[serr] and not client._closed then
+                if self:_applied(version, data) ~= false then
+                    return nil, serr, "the write may or may not have been applied"
+                end
+            elseif serr ~= "nonode" then   -- nonode: deleted, the next read creates it
+                return nil, serr
+            end
+        end
+    end
+    return nil, "timeout", ("gave up after %d attempts"):format(o.max_tries)
+end
+
+
+--- The current value (read from the server; creates the node if missing).
+---@return integer|nil value, string? err, string? detail
+function _M:get()
+    local v, err, detail = self:_read()
+    if v == nil then
+        return nil, err, detail
+    end
+    return v
+end
+
+
+--- Adds `delta` (may be negative) and returns the new value: no other
+--- add() anywhere returns the same step.
+---@param delta integer? default 1
+---@return integer|nil value, string? err "timeout" | "invalid" | a ZooKeeper code, string? detail
+function _M:add(delta)
+    if delta == nil then
+        delta = 1
+    end
+    check_int(delta, "add", 1, "delta")
+    local v, err, detail = self:_update(function(cur)
+        local new = cur + delta
+        if not is_int(new) then
+            return nil, "invalid", ("%s + %s leaves the integer range"):format(
+                encode(cur), encode(delta))
+        end
+        return new
+    end)
+    if v ~= nil then
+        self._stats.adds = self._stats.adds + 1
+    end
+    return v, err, detail
+end
+
+
+--- Sets the value, whatever it was.
+---@param value integer
+---@return true|nil ok, string? err, string? detail
+function _M:set(value)
+    check_int(value, "set", 1, "value")
+    local client, path = self.client, self.path
+    local stat, err = client:set(path, encode(value))
+    if err == "nonode" then
+        local ok
+        ok, err = client:create(path, encode(value), { parents = true })
+        if ok then
+            self._value, self._version = value, 0
+            return true
+        end
+        if err == "nodeexists" then
+            stat, err = client:set(path, encode(value))
+        end
+    end
+    if not stat then
+        self._version = nil
+        if UNKNOWN[err] then
+            return nil, err, "the write may or may not have been applied"
+        end
+        return nil, err
+    end
+    self._value, self._version = value, stat.version
+    return true
+end
+
+
+--- Sets `new` if the value is `old` now. false: it is not (nothing written).
+---@param old integer
+---@param new integer
+---@return boolean|nil swapped, string? err, string? detail
+function _M:compare_and_set(old, new)
+    check_int(old, "compare_and_set", 1, "old")
+    check_int(new, "compare_and_set", 2, "new")
+    local v, err, detail = self:_update(function(cur)
+        return cur == old and new
+    end)
+    if v == nil then
+        return nil, err, detail
+    end
+    return v ~= false
+end
+
+
+--- Attempt counts since this object was made: successful adds, versioned
+--- writes tried, and writes that lost a race ("badversion").
+---@return table stats { adds =, cas_attempts =, cas_failures = }
+function _M:stats()
+    local s = self._stats
+    return { adds = s.adds, cas_attempts = s.cas_attempts, cas_failures = s.cas_failures }
+end
+
+
+_M.mt = mt
+return _M

@@ -1,0 +1,176 @@
+--- zkcoord.rwlock: a fair, herd-free, reentrant read-write lock.
+--
+--   local rw = client:rwlock("/locks/table")
+--   local r = rw:read_lock()             -- many readers at once
+--   local w = rw:write_lock()            -- one writer, and no reader
+--   assert(r:acquire(5)) ... r:release()
+--
+-- Both are zkcoord.lock objects (acquire, release, held, token, count,
+-- node, on_lost) over one line of ephemeral-sequential nodes under <path>,
+-- so grants follow arrival order: a reader behind a waiting writer waits.
+--
+-- Algorithm (ZooKeeper's shared-lock recipe, on zkcoord.queue):
+--   - a reader is through when no WRITE node is below its own; it watches
+--     the last write node below it (the one that must go last);
+--   - a writer is through when it is first; it watches the node just
+--     below its own. A release wakes one waiter, or the readers behind
+--     one writer, never the herd.
+--
+-- Node layout: <path>/_c_<uuid>-__READ__<seq> and <path>/_c_<uuid>-__WRIT__<seq>,
+-- Curator's InterProcessReadWriteLock names, so Java services using
+-- Curator on the same path take part in the same line (Curator sorts by the
+-- number after the last "__READ__"/"__WRIT__", as we do). Other children of
+-- <path> are ignored.
+--
+-- Reentrancy and owners as in zkcoord.lock (an owner is the running
+-- coroutine, or opts.owner), on both sides.
+--
+-- Downgrade: an owner holding the write lock may take the read lock at once
+-- (Curator allows it too), then release the write lock and keep reading.
+-- NOTE: that read node is named _c_<uuid>-downgrade-__READ__<seq>. Its
+-- number is above any writer that queued meanwhile, so by number alone that
+-- writer would be first once our write node goes, and would write while we
+-- read (Curator's InterProcessReadWriteLock has exactly this hole). Our
+-- writers treat a downgrade node as if it stood where the write node was:
+-- a first writer waits (watching it) until no downgrade node is left. For
+-- Curator the name is a plain read node. Only the write holder creates one,
+-- so at most one exists, and waiting writers see it before the write node
+-- goes (the same session creates it before it deletes the write node).
+--
+-- Upgrade (read -> write) is refused with an error: two readers who both
+-- upgrade would each wait for the other forever.
+--
+-- Connection loss ("suspended"): held locks stay held; the session may
+-- still be alive. Session loss ("lost", or suspended for longer than the
+-- session timeout), or our node deleted by someone else: held() turns false
+-- at once and on_lost callbacks run, for each lock object separately.
+local lock = require "zkcoord.lock"
+
+local type, error, pairs, tostring, setmetatable = type, error, pairs, tostring, setmetatable
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local READ = "__READ__"
+local WRITE = "__WRIT__"
+local DOWNGRADE = "downgrade-__READ__"
+-- Longest first: queue.parse tags a name with the first marker that matches.
+local MARKERS = { DOWNGRADE, READ, WRITE }
+
+local OPT_KEYS = { owner = true, data = true }
+
+local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the read lock first"
+
+
+-- Does `owner` hold `l` in a live session?
+local function holds(l, owner)
+    local h = l._holds[owner]
+    return h ~= nil and h.q:is_through()
+end
+
+
+-- A reader is through when no write node is below its own, and at once if
+-- it is a downgrade (its owner holds the write lock). Watches the last
+-- write node below it: readers behind a writer all wait for that one.
+local function read_rule(wl, owner)
+    return function(entries, me)
+        if entries[me].marker == DOWNGRADE and holds(wl, owner) then
+            return true
+        end
+        for i = me - 1, 1, -1 do
+            if entries[i].marker == WRITE then
+                return entries[i]
+            end
+        end
+        return true
+    end
+end
+
+
+-- A writer is through when first and no downgraded reader is left (see the
+-- header); it watches its predecessor, or that reader.
+local function write_rule(entries, me)
+    if me > 1 then
+        return entries[me - 1]
+    end
+    for i = me + 1, #entries do
+        if entries[i].marker == DOWNGRADE then
+            return entries[i]
+        end
+    end
+    return true
+end
+
+
+---@class zkcoord.rwlock_opts
+---@field owner any?    fixed owner token (default: the running coroutine)
+---@field data string?  data of our lock nodes (who holds them, for humans)
+
+--- client:rwlock(path, opts) -> read-write lock (no server state until an acquire).
+---@param client table a zkcoord client
+---@param path string the lock's parent node
+---@param opts zkcoord.rwlock_opts?
+---@return table rwlock
+function _M.new(client, path, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #2 to 'rwlock' (opts must be a table)", 2)
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            error("bad argument #2 to 'rwlock' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+    end
+    if opts.data ~= nil and type(opts.data) ~= "string" then
+        error("bad argument #2 to 'rwlock' (data must be a string)", 2)
+    end
+    client.check_path(path, "rwlock", 1)
+
+    local wl = lock.new(client, path, { owner = opts.owner, data = opts.data, marker = WRITE })
+    local rl = lock.new(client, path, { owner = opts.owner, data = opts.data, marker = READ })
+    wl._markers, rl._markers = MARKERS, MARKERS
+    wl._rule = write_rule
+    rl._rule_for = function(owner)
+        return read_rule(wl, owner)
+    end
+    -- lock.lua calls _before_acquire(owner) just before it joins the line
+    -- (not on a reentrant acquire), and _position reads _marker then.
+    function rl._before_acquire(self, owner)
+        self._marker = holds(wl, owner) and DOWNGRADE or READ
+    end
+    function wl._before_acquire(_, owner)
+        if holds(rl, owner) then
+            error(UPGRADE_MSG, 3)
+        end
+    end
+
+    return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)
+end
+
+
+--- The shared side: held by many owners at once, never with a writer.
+--- Always the same object for this rwlock.
+---@return table lock a zkcoord.lock (acquire, release, held, token, count, node, on_lost)
+function _M:read_lock()
+    return self._read
+end
+
+
+--- The exclusive side: one owner, no reader.
+--- Always the same object for this rwlock.
+---@return table lock a zkcoord.lock; acquire() raises if the owner holds the read lock
+function _M:write_lock()
+    return self._write
+end
+
+
+--- The participants in line order (holders first), each
+--- { name =, path =, seq =, marker = "__READ__" | "__WRIT__" | "downgrade-__READ__" }.
+---@return table[]|nil entries, string? err
+function _M:contenders()
+    return self._write:contenders()
+end
+
+
+_M.mt = mt
+return _M

@@ -1,0 +1,442 @@
+--- zkcoord.watch: a watch that re-arms itself and always reports the latest state.
+--
+--   local w = client:watch("/config/db", function(data, stat)
+--       print(data or "(deleted)")
+--   end)                                   -- fn already ran once: the state now
+--   ...
+--   w:cancel()
+--
+-- Algorithm (kazoo DataWatch/ChildrenWatch, Curator NodeCache): read the
+-- node and set a ZooKeeper watch in the same request (get while the node
+-- exists, exists while it is missing, children for kind "children"); a
+-- watch fires once, so every event starts a new read that sets the next one.
+-- One read at a time: events that arrive while reading mark it dirty and are
+-- coalesced into one more read, so deliveries follow server order and the
+-- last one is the latest state. fn runs only when the state changed (mzxid
+-- for data, pzxid for children; kazoo's rule), and never with an older
+-- zxid than it already saw.
+--
+-- Node layout: none of its own; watches <path> as it is.
+--
+-- Connection loss ("suspended"): nothing to do, the C client keeps this
+-- session's watches and re-sends them on reconnect (events that happened
+-- meanwhile fire then). Once connected again we read once more to be safe;
+-- fn runs only if the state changed. Session loss ("lost"): every watch of
+-- the old session is gone. Once the new session is connected we sync, read
+-- and arm again, and fn runs with the current state even if it looks
+-- unchanged (something may have happened in between that we cannot see).
+--
+-- All reads are asynchronous: the watch never blocks the program, except
+-- new() (bounded) which waits for the first delivery, and cancel() which
+-- waits (bounded, normally one round trip) for a read still in flight so
+-- that the server-side watch it sets can be removed too.
+local type, error, pairs, tostring = type, error, pairs, tostring
+local setmetatable, getmetatable = setmetatable, getmetatable
+local sort = table.sort
+local min = math.min
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local OPT_KEYS = { kind = true, timeout = true }
+
+-- Errors after which the same read may work on a live connection.
+local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
+                    sessionmoved = true, throttledop = true, closed = true, timeout = true }
+
+local MAX_QUICK_RETRIES = 3    -- reads retried at once while "connected"; then wait for a state change
+local MAX_STALE = 5            -- older-zxid reads in a row before we give up until the next event
+
+
+-- Runs fn(results of fut) once the reply is there, without waiting for it.
+-- NOTE: the client has no public "on done" for futures; the entry's `late`
+-- hook (what queue.lua uses) is called with the finished entry by the
+-- waiter's defer, outside the drain loop. fut:wait(0) then converts it.
+local function on_reply(client, fut, fn)
+    local p = fut.entry
+    if p and not p.done then
+        p.late = function()
+            fn(fut:wait(0))
+        end
+    else
+        -- Not submitted (no session) or already complete: same path, deferred.
+        client:waiter():defer(function()
+            fn(fut:wait(0))
+        end)
+    end
+end
+
+
+---@class zkcoord.watch_opts
+---@field kind "data"|"children"|nil  what to watch (default "data")
+---@field timeout number? seconds new() waits for the first delivery (default: the session timeout)
+
+--- client:watch(path, fn, opts) -> watch. fn(data, stat) for kind "data",
+--- fn(names, stat) for kind "children" (names sorted); the first argument is
+--- nil while the node does not exist. fn has run once with the current
+--- state when this returns.
+---@param client table
+---@param path string
+---@param fn fun(value: string|string[]|nil, stat: table|nil)
+---@param opts zkcoord.watch_opts?
+---@return table|nil watch, string? err "timeout" | "closed" | a ZooKeeper code
+function _M.new(client, path, fn, opts)
+    if type(client) ~= "table" or type(client.send) ~= "function" then
+        error("bad argument #1 to 'watch' (a zkcoord client expected)", 2)
+    end
+    client.check_path(path, "watch", 1)
+    if type(fn) ~= "function" then
+        error("bad argument #2 to 'watch' (function expected, got " .. type(fn) .. ")", 2)
+    end
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #3 to 'watch' (opts must be a table)", 2)
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            error("bad argument #3 to 'watch' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+    end
+    local kind = opts.kind or "data"
+    if kind ~= "data" and kind ~= "children" then
+        error("bad argument #3 to 'watch' (kind must be \"data\" or \"children\")", 2)
+    end
+    local timeout = opts.timeout
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+        error("bad argument #3 to 'watch' (timeout must be a number >= 0)", 2)
+    end
+    if client:state() == "closed" then
+        return nil, "closed"
+    end
+
+    local self = setmetatable({
+        client = client,
+        path = path,
+        kind = kind,
+        fn = fn,
+        _cancelled = false,
+        _busy = false,        -- a read chain is in flight
+        _dirty = false,       -- something happened while reading: read again after
+        _waiting = false,     -- a read is owed once connected
+        _armed = nil,         -- session id in which our watch is known to be set
+        _synced = nil,        -- session id in which we sent sync
+        _inflight = nil,      -- future of the request of the chain in flight
+        _retries = 0,
+        _stale = 0,
+        _key = nil,           -- what the last delivery showed ("none", "d<mzxid>", "c<pzxid>")
+        _zxid = -1,           -- highest zxid delivered
+        _force = true,        -- deliver the next state even if unchanged
+        _dseq = 0,
+        _delivered = false,   -- fn has run at least once
+        _error = nil,
+    }, mt)
+    self._on_event = function(ev)
+        self:_event(ev)
+    end
+    self._on_state = function(new)
+        self:_state_change(new)
+    end
+    client:on_state(self._on_state)
+
+    local first = client:waiter():event()
+    self._first = first
+    self:_read()
+    first:wait(timeout or client:session_timeout())
+    self._first = nil
+    if not self._delivered then
+        local err = self._error or (client:state() == "closed" and "closed") or "timeout"
+        self:cancel()
+        return nil, err
+    end
+    return self
+end
+
+
+--- Stops the watch: fn is never called again, the watches it set are
+--- removed here and on the server. Idempotent.
+---@return true
+function _M:cancel()
+    if getmetatable(self) ~= mt then
+        error("'cancel' must be called on a watch (use w:cancel())", 2)
+    end
+    if self._cancelled then
+        return true
+    end
+    self._cancelled = true
+    local client = self.client
+    client:remove_listener(self._on_state)
+    -- A read in flight sets its server-side watch when the server answers,
+    -- and the C client only removes a watch it has registered: wait for it
+    -- (one round trip; bounded) so remove_watches below catches it too.
+    local f = self._inflight
+    if f and f.entry and not f.entry.done and client:state() == "connected" then
+        f:wait(min(client:session_timeout(), 2))
+    end
+    self._inflight = nil
+    if client:state() ~= "closed" then
+        client:remove_watches(self.path, self._on_event)
+    end
+    self.fn = nil
+    return true
+end
+
+
+--- Is the watch still running (not cancelled)?
+function _M:is_active()
+    return not self._cancelled
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Events.
+
+function _M:_event(ev)
+    if self._cancelled or ev.type == "notwatching" then
+        return
+    end
+    -- The watch that fired is used up (or, for "session", gone with the
+    -- session): the next read must set a new one.
+    self._armed = nil
+    if ev.type == "session" then
+        self._force = true
+    end
+    self:_read()
+end
+
+
+function _M:_state_change(new)
+    if self._cancelled then
+        return
+    end
+    if new == "lost" then
+        self._armed = nil
+        self._force = true
+    elseif new == "connected" then
+        -- After a reconnect (same session) the C client has re-sent our
+        -- watches, so a plain read is enough; after a new session, _read
+        -- arms again. Either way, read once to be safe.
+        self._retries = 0
+        self:_read()
+    elseif new == "closed" then
+        self._waiting = false
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- The read chain.
+
+function _M:_read()
+    if self._cancelled then
+        return
+    end
+    if self._busy then
+        self._dirty = true
+        return
+    end
+    local client = self.client
+    if client:state() ~= "connected" then
+        self._waiting = true         -- _state_change reads once connected
+        return
+    end
+    self._busy, self._dirty, self._waiting = true, false, false
+    local sid = client:session_id()
+    if self._synced ~= sid then
+        -- A new session may land on a server that lags behind the one we
+        -- read from before: sync first (reads of a session are served after
+        -- its sync). Fire and forget: the read's reply orders after it.
+        client:send("sync", self.path)
+        self._synced = sid
+    end
+    local watch = self._armed ~= sid and self._on_event or nil
+    if self.kind == "data" then
+        self:_read_data(sid, watch)
+    else
+        self:_read_children(sid, watch)
+    end
+end
+
+
+function _M:_send(op, watch)
+    local f = self.client:send(op, self.path, watch)
+    self._inflight = f
+    return f
+end
+
+
+function _M:_read_data(sid, watch)
+    local client = self.client
+    on_reply(client, self:_send("get", watch), function(data, stat)
+        if self._cancelled then return end
+        if data ~= nil then
+            if watch then self._armed = sid end
+            return self:_done(data, stat)
+        elseif stat ~= "nonode" then
+            return self:_failed(stat)
+        elseif not watch then
+            return self:_done(nil, nil)
+        end
+        -- Missing: an exists() watch fires when it is created.
+        on_reply(client, self:_send("exists", watch), function(st, err)
+            if self._cancelled then return end
+            if st == false then
+                self._armed = sid
+                return self:_done(nil, nil)
+            elseif not st then
+                return self:_failed(err)
+            end
+            -- Created in between: the exists() watch is set on the live
+            -- node now (it fires on change and delete too); read its data.
+            self._armed = sid
+            on_reply(client, self:_send("get", nil), function(d, s)
+                if self._cancelled then return end
+                if d ~= nil then
+                    return self:_done(d, s)
+                elseif s == "nonode" then
+                    return self:_done(nil, nil)   -- and the watch fires: read again
+                end
+                return self:_failed(s)
+            end)
+        end)
+    end)
+end
+
+
+function _M:_read_children(sid, watch)
+    local client = self.client
+    on_reply(client, self:_send("children", watch), function(names, stat)
+        if self._cancelled then return end
+        if names ~= nil then
+            if watch then self._armed = sid end
+            return self:_done(names, stat)
+        elseif stat ~= "nonode" then
+            return self:_failed(stat)
+        elseif not watch then
+            return self:_done(nil, nil)
+        end
+        on_reply(client, self:_send("exists", watch), function(st, err)
+            if self._cancelled then return end
+            if st == false then
+                self._armed = sid
+                return self:_done(nil, nil)
+            elseif not st then
+                return self:_failed(err)
+            end
+            -- Created in between: a children() watch is needed for child
+            -- events (the exists() one stays set and may fire once more).
+            on_reply(client, self:_send("children", watch), function(n, s)
+                if self._cancelled then return end
+                if n ~= nil then
+                    self._armed = sid
+                    return self:_done(n, s)
+                elseif s == "nonode" then
+                    return self:_done(nil, nil)   -- the exists() watch fires: read again
+                end
+                return self:_failed(s)
+            end)
+        end)
+    end)
+end
+
+
+-- A read chain ended with a state: deliver it if it is new, then go on.
+function _M:_done(value, stat)
+    self._busy = false
+    self._inflight = nil
+    self._retries = 0
+    local key, zxid = "none", nil
+    if value ~= nil then
+        if self.kind == "data" then
+            zxid = stat.mzxid
+            key = "d" .. tostring(zxid)
+        else
+            zxid = stat.pzxid
+            key = "c" .. tostring(zxid)
+        end
+    end
+    if zxid and zxid < self._zxid then
+        -- Older than what fn already saw (a lagging server): never go
+        -- back in time. Sync and read again, a bounded number of times.
+        self._stale = self._stale + 1
+        self._synced = nil
+        if self._stale <= MAX_STALE then
+            self._dirty = true
+        end
+    else
+        self._stale = 0
+        if zxid then
+            self._zxid = zxid
+        end
+        if self._force or key ~= self._key then
+            self._force = false
+            self._key = key
+            if value ~= nil and self.kind == "children" then
+                sort(value)
+            end
+            self:_deliver(value, stat)
+        end
+    end
+    if self._dirty or self._waiting then
+        self:_read()
+    end
+end
+
+
+function _M:_failed(err)
+    self._busy = false
+    self._inflight = nil
+    local client = self.client
+    local st = client:state()
+    if st == "closed" then
+        self._error = "closed"
+        return
+    end
+    if TRANSIENT[err] then
+        if st == "connected" then
+            self._retries = self._retries + 1
+            if self._retries <= MAX_QUICK_RETRIES or self._dirty then
+                return self:_read()
+            end
+        end
+        -- Not connected (or still failing): the next state change reads.
+        self._waiting = true
+        return
+    end
+    -- noauth and the like: no point in retrying now; the next event or
+    -- state change tries again.
+    self._error = err
+    if self._first then
+        self._first:set()      -- new() reports it
+        return
+    end
+    if client._log then
+        client._log("error", "watch on " .. self.path .. ": read failed: " .. tostring(err))
+    end
+    if self._dirty then
+        self._dirty = false
+    end
+end
+
+
+-- Runs fn outside our bookkeeping, through the client's callback runner
+-- (it catches and logs errors, so a failing fn cannot stop the re-arming).
+function _M:_deliver(value, stat)
+    self._dseq = self._dseq + 1
+    local n = self._dseq
+    local first = self._first
+    self.client:waiter():defer(function()
+        -- A newer delivery is queued behind this one: let it speak.
+        if self._cancelled or n ~= self._dseq then
+            return
+        end
+        self._delivered = true
+        if first then
+            first:set()
+        end
+        self.fn(value, stat)
+    end)
+end
+
+
+_M.mt = mt
+return _M
