@@ -28,12 +28,13 @@ end
 local function parallel(n, script, argsfn)
     local parts = {}
     for i = 1, n do
-        parts[#parts + 1] = "luajit " .. script .. " " .. argsfn(i) .. " &"
+        parts[#parts + 1] = "luajit " .. script .. " " .. argsfn(i) .. ' & pids="$pids $!";'
     end
-    -- wait for each; report failure if any failed
+    -- wait for each (by pid: `jobs` lists nothing in dash's subshells)
     return "sh -c '" .. table.concat(parts, " ")
-           .. " fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail'"
+           .. " fail=0; for p in $pids; do wait $p || fail=1; done; exit $fail'"
 end
+
 
 local function exists(path)
     local f = io.open(path)

@@ -191,7 +191,7 @@ function _M:_update(compute)
     -- from an earlier reply is good enough to try a versioned write with
     -- (a badversion tells us it was old news), not to refuse one.
     local fresh = false
-    for _ = 1, o.max_tries do
+    for try = 1, o.max_tries do
         if self._version == nil then
             local v, err, detail = self:_read()
             if v == nil then
@@ -215,8 +215,10 @@ function _M:_update(compute)
             self._version = nil
             if serr == "badversion" then
                 st.cas_failures = st.cas_failures + 1
-                client:waiter():sleep(delay * (0.5 + random()))
-                delay = min(delay * 2, o.max_delay)
+                if try < o.max_tries then
+                    client:waiter():sleep(delay * (0.5 + random()))
+                    delay = min(delay * 2, o.max_delay)
+                end
             elseif UNKNOWN[serr] and not client._closed then
                 if self:_applied(version, data) ~= false then
                     return nil, serr, "the write may or may not have been applied"

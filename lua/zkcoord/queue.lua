@@ -24,6 +24,7 @@
 -- Session loss removes it: a waiting enter() joins the line again (kazoo's
 -- choice), a position already through reports `on_lost`.
 local core = require "zkcoord.core"
+local errname = require("zkcoord.errors").name
 
 local now = core.now
 local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
@@ -212,9 +213,11 @@ end
 
 
 -- Watch our own node while through: a delete by someone else, or the end of
--- the session, is reported to on_lost. Fire and forget: no round trip added.
+-- the session, is reported to on_lost. Sent without waiting (no round trip
+-- added), but its reply is not ignored: if ZooKeeper set no watch (the
+-- connection dropped first), the session's end would go unreported.
 function _M:_watch_own()
-    local node = self._node
+    local node, client = self._node, self.client
     local function fn(ev)
         if self._node ~= node then
             return
@@ -224,11 +227,54 @@ function _M:_watch_own()
         elseif ev.type == "session" then
             self:_lost("sessionexpired")
         elseif ev.type == "changed" then
-            self.client:send("exists", node, fn)   -- re-arm (data writes, e.g. revocation)
+            self:_watch_own()    -- re-arm (data writes, e.g. revocation)
         end
     end
     self._own_watch = fn
-    self.client:send("exists", node, fn)
+    local fut = client:send("exists", node, fn)
+    if not fut.entry then
+        return self:_rewatch_when_connected(node)
+    end
+    fut.entry.late = function(p)
+        if self._node ~= node or p.rc == 0 then
+            return
+        end
+        local e = errname(p.rc)
+        if e == "nonode" then
+            self:_lost("deleted")          -- gone before the watch was set
+        elseif p.lost or e == "sessionexpired" or e == "closed" then
+            self:_lost("sessionexpired")
+        else
+            self:_rewatch_when_connected(node)
+        end
+    end
+end
+
+
+-- The watch request failed on a connection loss: set it again once
+-- connected in the same session, or report the loss if the session ended.
+function _M:_rewatch_when_connected(node)
+    local client = self.client
+    local listener
+    listener = client:on_state(function(new)
+        if new ~= "connected" and new ~= "lost" and new ~= "closed" then
+            return
+        end
+        client:remove_listener(listener)
+        if self._node ~= node then
+            return
+        end
+        if new == "connected" and self._serial == client._serial then
+            self:_watch_own()
+        else
+            self:_lost("sessionexpired")
+        end
+    end)
+    if client._state == "connected" and self._serial == client._serial then
+        -- Already back (or never left): no transition will come.
+        client:remove_listener(listener)
+        self:_watch_own()
+    end
 end
 
 

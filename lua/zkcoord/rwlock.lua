@@ -23,7 +23,9 @@
 -- <path> are ignored.
 --
 -- Reentrancy and owners as in zkcoord.lock (an owner is the running
--- coroutine, or opts.owner), on both sides.
+-- coroutine, or opts.owner), on both sides. Downgrade and the upgrade check
+-- know the holds of this rwlock object only: use one object per path and
+-- process (two objects are two strangers, like two Curator instances).
 --
 -- Downgrade: an owner holding the write lock may take the read lock at once
 -- (Curator allows it too), then release the write lock and keep reading.
@@ -133,6 +135,7 @@ function _M.new(client, path, opts)
     rl._rule_for = function(owner)
         return read_rule(wl, owner)
     end
+    local rw = setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)
     -- lock.lua calls _before_acquire(owner) just before it joins the line
     -- (not on a reentrant acquire), and _position reads _marker then.
     function rl._before_acquire(self, owner)
@@ -143,8 +146,7 @@ function _M.new(client, path, opts)
             error(UPGRADE_MSG, 3)
         end
     end
-
-    return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)
+    return rw
 end
 
 
