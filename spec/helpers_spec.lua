@@ -101,7 +101,8 @@ describe("test helpers #zk", function()
         if zk then
             zk:destroy()
         end
-        zkserver.destroy_all()
+        -- Not destroy_all(): the shared server of helpers.zk lives on for
+        -- the specs that run after this one.
     end)
 
     describe("proc", function()

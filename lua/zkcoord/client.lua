@@ -228,6 +228,25 @@ local function pack(...)
 end
 
 
+--- Calls fn(results...) once the reply is there, without waiting for it
+--- (from the callback runner, never from inside the drain). Waiting on the
+--- future afterwards is still allowed and returns the same results.
+function Future:on_done(fn)
+    local p = self.entry
+    if p and not p.done then
+        p.late = function()
+            fn(self:wait(0))
+        end
+    else
+        -- Not submitted (no session) or already complete: deliver deferred.
+        self.client._waiter:defer(function()
+            fn(self:wait(0))
+        end)
+    end
+    return self
+end
+
+
 --- Wraps a finish function so its results are cached (wait() may be called twice).
 local function make_future(client, finish, timeout)
     local f = setmetatable({ client = client, timeout = timeout }, future_mt)
@@ -808,7 +827,7 @@ end
 
 local function finish_create(p)
     if p.rc ~= RC_OK then
-        return nil, errname(p.rc)
+        return nil, entry_err(p)
     end
     return p.value, p.stat
 end
@@ -875,7 +894,7 @@ local function finish_exists(p)
     elseif p.rc == RC_NONODE then
         return false
     end
-    return nil, errname(p.rc)
+    return nil, entry_err(p)
 end
 
 
@@ -890,7 +909,7 @@ end
 
 local function finish_get(p)
     if p.rc ~= RC_OK then
-        return nil, errname(p.rc)
+        return nil, entry_err(p)
     end
     return p.value or "", p.stat
 end
@@ -907,7 +926,7 @@ end
 
 local function finish_set(p)
     if p.rc ~= RC_OK then
-        return nil, errname(p.rc)
+        return nil, entry_err(p)
     end
     return p.stat
 end
@@ -928,7 +947,7 @@ end
 
 local function finish_children(p)
     if p.rc ~= RC_OK then
-        return nil, errname(p.rc)
+        return nil, entry_err(p)
     end
     return p.extra or {}, p.stat
 end
@@ -951,7 +970,7 @@ end
 
 local function finish_get_acl(p)
     if p.rc ~= RC_OK then
-        return nil, errname(p.rc)
+        return nil, entry_err(p)
     end
     return export_acl(p.extra or {}), p.stat
 end
@@ -990,7 +1009,7 @@ local function finish_multi(p)
         end
     end
     if p.rc ~= RC_OK then
-        return nil, first_err or errname(p.rc), results
+        return nil, first_err or entry_err(p), results
     end
     return results
 end
@@ -1140,6 +1159,26 @@ end
 
 -- ---------------------------------------------------------------------------
 -- Session, state, events.
+
+--- Waits until the client is connected, at most `timeout` seconds
+--- (default the request timeout).
+---@return true|nil ok, string? err "timeout" | "closed"
+function _M:wait_connected(timeout)
+    check_self(self, "wait_connected")
+    check_timeout(timeout, "wait_connected", 1)
+    if self:_wait_state(function(st) return st == "connected" or st == "closed" end, timeout)
+            and self._state == "connected" then
+        return true
+    end
+    return nil, self._closed and "closed" or "timeout"
+end
+
+
+--- Writes through the client's logger ("error", "warn", "info", "debug").
+function _M:log(level, msg)
+    self._log(level, msg)
+end
+
 
 ---@return string state "connecting" | "connected" | "suspended" | "lost" | "closed"
 function _M:state()

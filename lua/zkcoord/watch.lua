@@ -49,21 +49,8 @@ local MAX_STALE = 5            -- older-zxid reads in a row before we give up un
 
 
 -- Runs fn(results of fut) once the reply is there, without waiting for it.
--- NOTE: the client has no public "on done" for futures; the entry's `late`
--- hook (what queue.lua uses) is called with the finished entry by the
--- waiter's defer, outside the drain loop. fut:wait(0) then converts it.
-local function on_reply(client, fut, fn)
-    local p = fut.entry
-    if p and not p.done then
-        p.late = function()
-            fn(fut:wait(0))
-        end
-    else
-        -- Not submitted (no session) or already complete: same path, deferred.
-        client:waiter():defer(function()
-            fn(fut:wait(0))
-        end)
-    end
+local function on_reply(_, fut, fn)
+    fut:on_done(fn)
 end
 
 
@@ -409,11 +396,11 @@ function _M:_failed(err)
         self._first:set()      -- new() reports it
         return
     end
-    if client._log then
-        client._log("error", "watch on " .. self.path .. ": read failed: " .. tostring(err))
+    if client.log then
+        client:log("error", "watch on " .. self.path .. ": read failed: " .. tostring(err))
     end
     if self._dirty then
-        self._dirty = false
+        return self:_read()     -- an event came meanwhile: one more try
     end
 end
 

@@ -1,0 +1,324 @@
+--- zkcoord.election: leader election among processes (Curator LeaderLatch).
+--
+--   local e = client:election("/services/indexer", { id = "host-a:8080" })
+--   e:on_revoked(function(reason) stop_leading() end)
+--   if e:campaign(30) then lead() end        -- nil: wait forever, 0: try once
+--   print(e:leader())                       -- the leader's id
+--   e:resign()
+--
+-- Algorithm (ZooKeeper's election recipe, on zkcoord.queue with
+-- rule_first): every candidate creates an ephemeral-sequential node; the
+-- lowest is the leader; every other watches only the node just below its
+-- own (no herd), and re-checks when it goes. Before we call ourselves
+-- leader we check that our node's ephemeral owner is our current session
+-- (CURATOR-696: a node left by an older session must never make us leader).
+--
+-- Node layout: <path>/_c_<uuid>-latch-<seq>, data = our id (opts.id,
+-- default "<hostname>:<pid>"): Curator LeaderLatch's names, so Java
+-- services running a LeaderLatch on the same path take part in the same
+-- election (both sort by the number after the last "latch-").
+--
+-- Connection loss ("suspended"): we stay leader, is_leader() stays true:
+-- the session may still be alive and nobody else can be elected while it
+-- is. Leadership is uncertain though: a leader that must never overlap with
+-- another should pause its work while client:state() ~= "connected".
+-- Session loss ("lost", or suspended for the whole session timeout), or
+-- our node deleted by someone else: is_leader() turns false at once and
+-- on_revoked callbacks run. We do not campaign again by ourselves: call
+-- campaign() again to rejoin (Curator's LeaderLatch rejoins; kazoo's
+-- Election returns from run(); we leave the choice to the caller).
+local queue = require "zkcoord.queue"
+local core = require "zkcoord.core"
+
+local now = core.now
+local type, error, pairs, ipairs, tostring, setmetatable = type, error, pairs, ipairs,
+    tostring, setmetatable
+local getmetatable, xpcall = getmetatable, xpcall
+local traceback = debug.traceback
+local min = math.min
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local OPT_KEYS = { id = true }
+local MARKER = "latch-"
+
+
+-- "<hostname>:<pid>", Curator's participant id is a free string too.
+local function default_id()
+    local host, pid
+    local ok, ffi = pcall(require, "ffi")
+    if ok then
+        -- Separate cdefs: another module may have declared one of them already.
+        pcall(ffi.cdef, "int getpid(void);")
+        pcall(ffi.cdef, "int gethostname(char *name, size_t len);")
+        local okp, p = pcall(function() return ffi.C.getpid() end)
+        pid = okp and tonumber(p) or nil
+        local buf = ffi.new("char[256]")
+        if pcall(function() return ffi.C.gethostname(buf, 255) end) then
+            host = ffi.string(buf)
+        end
+    end
+    if not host or host == "" then
+        local f = io.open("/proc/sys/kernel/hostname")
+        host = f and f:read("*l") or "localhost"
+        if f then f:close() end
+    end
+    if not pid then
+        local f = io.open("/proc/self/stat")
+        pid = f and tonumber((f:read("*l") or ""):match("^(%d+)")) or 0
+        if f then f:close() end
+    end
+    return host .. ":" .. tostring(pid)
+end
+_M.default_id = default_id
+
+
+-- Calls user callbacks so that one that throws neither stops the others
+-- nor the recipe; the error goes to the client's logger.
+local function call_all(client, fns, ...)
+    for _, fn in ipairs(fns) do
+        local ok, err = xpcall(fn, traceback, ...)
+        if not ok then
+            client:log("error", "election callback failed: " .. tostring(err))
+        end
+    end
+end
+
+
+---@class zkcoord.election_opts
+---@field id string? our identifier, stored as our node's data (default "<hostname>:<pid>")
+
+--- client:election(path, opts) -> election object (no server state until campaign()).
+---@param client table
+---@param path string
+---@param opts zkcoord.election_opts?
+function _M.new(client, path, opts)
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #2 to 'election' (opts must be a table)", 2)
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            error("bad argument #2 to 'election' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+    end
+    if opts.id ~= nil and type(opts.id) ~= "string" then
+        error("bad argument #2 to 'election' (id must be a string)", 2)
+    end
+    client.check_path(path, "election", 1)
+    return setmetatable({
+        client = client,
+        path = path,
+        id = opts.id or default_id(),
+        _q = nil,             -- our queue position while campaigning or leading
+        _elected_fns = {},
+        _revoked_fns = {},
+    }, mt)
+end
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on an election (use e:%s())"):format(name, name), 3)
+    end
+end
+
+
+-- CURATOR-696: only a node whose ephemeral owner is our current session
+-- makes us leader. Returns true, false (not ours), or nil, err.
+local function owned(client, node)
+    local st, err = client:exists(node)
+    if st == nil then
+        return nil, err
+    end
+    return st and st.ephemeral_owner ~= nil and st.ephemeral_owner == client:session_id()
+end
+
+
+--- Joins the election and waits until we are the leader.
+---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
+---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
+function _M:campaign(timeout)
+    check_self(self, "campaign")
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+        error("bad argument #1 to 'campaign' (timeout must be nil or a number >= 0)", 2)
+    end
+    if self:is_leader() then
+        return true
+    end
+    local client = self.client
+    local deadline = timeout and now() + timeout
+    if self._q then
+        -- Leadership lost (session) and not reported yet: report it now,
+        -- so that a late report cannot hit the new campaign.
+        if self._revoke_q == self._q then
+            self._revoke("sessionexpired")
+        end
+        self._q = nil
+    end
+    local q = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first,
+                                              data = self.id })
+    self._q = q
+    local tries = 0
+    while true do
+        tries = tries + 1
+        local left = deadline and deadline - now()
+        if left and left < 0 then left = 0 end
+        local ok, err = q:enter(left)
+        if not ok then
+            if self._q == q then self._q = nil end
+            return nil, err
+        end
+        local mine, oerr = owned(client, q:node())
+        if mine then
+            break
+        end
+        -- Not ours (an older session's node) or unknown: drop it and queue
+        -- again. Bounded by the deadline, and by a pause between tries.
+        q:leave()
+        if mine == nil and client:state() == "closed" then
+            self._q = nil
+            return nil, "closed"
+        end
+        left = deadline and deadline - now()
+        if (left and left <= 0) or tries >= 100 then
+            self._q = nil
+            return nil, left and "timeout" or (oerr or "invalid")
+        end
+        client:waiter():sleep(min(0.05 * tries, 1, left or 1))
+    end
+    self:_supervise(q)
+    call_all(client, self._elected_fns)
+    return true
+end
+
+
+-- Reports the end of leadership once (the queue reports a lost session or
+-- a deleted node; resign() reports "resigned").
+function _M:_supervise(q)
+    local client = self.client
+    local function revoke(reason)
+        if self._revoke_q ~= q then
+            return
+        end
+        self._revoke_q = nil
+        if self._q == q then
+            self._q = nil
+        end
+        call_all(client, self._revoked_fns, reason)
+    end
+    self._revoke_q = q
+    self._revoke = revoke
+    q:on_lost(revoke)
+end
+
+
+--- Gives up leadership, or stops campaigning. The node is deleted without
+--- waiting (ordered before this session's next request, retried until done).
+--- on_revoked callbacks run with reason "resigned" if we were leader.
+---@return true
+function _M:resign()
+    check_self(self, "resign")
+    local q = self._q
+    if not q then
+        return true
+    end
+    local was = q:is_through()
+    q:leave()
+    if self._revoke_q == q then
+        if was then
+            self._revoke("resigned")
+        else
+            self._revoke("sessionexpired")   -- lost, and not told yet
+        end
+    end
+    self._q = nil
+    return true
+end
+
+
+--- Are we the leader, in a live session?
+---@return boolean
+function _M:is_leader()
+    check_self(self, "is_leader")
+    local q = self._q
+    return q ~= nil and q:is_through()
+end
+
+
+--- The current leader's id (its node's data), or nil if there is none.
+---@return string|nil id, string? err
+function _M:leader()
+    check_self(self, "leader")
+    local client = self.client
+    local probe = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first })
+    -- The first node may go between the list and the read: look again (bounded).
+    for _ = 1, 5 do
+        local entries, err = probe:entries()
+        if not entries then
+            return nil, err
+        end
+        if #entries == 0 then
+            return nil
+        end
+        local data, derr = client:get(entries[1].path)
+        if data then
+            return data
+        elseif derr ~= "nonode" then
+            return nil, derr
+        end
+    end
+    return nil, "timeout"
+end
+
+
+--- The ids of all candidates, leader first.
+---@return string[]|nil ids, string? err
+function _M:participants()
+    check_self(self, "participants")
+    local client = self.client
+    local probe = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first })
+    local entries, err = probe:entries()
+    if not entries then
+        return nil, err
+    end
+    local fs, out = {}, {}
+    for i, e in ipairs(entries) do
+        fs[i] = client:send("get", e.path)
+    end
+    for _, f in ipairs(fs) do
+        local data = f:wait()
+        if data then
+            out[#out + 1] = data
+        end
+    end
+    return out
+end
+
+
+--- fn() runs when campaign() wins, before it returns.
+function _M:on_elected(fn)
+    check_self(self, "on_elected")
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_elected' (function expected)", 2)
+    end
+    self._elected_fns[#self._elected_fns + 1] = fn
+    return fn
+end
+
+
+--- fn(reason) runs when leadership ends: "sessionexpired", "deleted" (our
+--- node was removed by someone else) or "resigned". is_leader() is false then.
+function _M:on_revoked(fn)
+    check_self(self, "on_revoked")
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_revoked' (function expected)", 2)
+    end
+    self._revoked_fns[#self._revoked_fns + 1] = fn
+    return fn
+end
+
+
+_M.mt = mt
+return _M

@@ -1,0 +1,312 @@
+--- zkcoord.semaphore: at most n holders at once, across processes.
+--
+--   local sem = client:semaphore("/limits/db-backup", 2)
+--   local lease, err = sem:acquire(10)       -- nil: wait forever, 0: try once
+--   if lease then backup() lease:release() end
+--
+-- Algorithm (ZooKeeper's lock recipe generalised, on zkcoord.queue with
+-- rule_fewer_than(n)): every contender creates an ephemeral-sequential
+-- node; the n lowest hold a lease; every other watches only the node n
+-- places below its own (when that one goes, at most one place frees up for
+-- us), so a release wakes one waiter, never the herd. Leases are granted in
+-- arrival order.
+--
+-- Node layout: <path> holds max_leases as its data (decimal text), written
+-- by the first user; a user with another max is refused with "invalid"
+-- (kazoo's Semaphore check; data that is not a number is ignored, as kazoo
+-- does). Leases are <path>/_c_<uuid>-lease-<seq> (Curator's protected
+-- naming with marker "lease-"), data = opts.data (default "<hostname>:<pid>").
+-- <path> is a container node: the server removes it some time after the
+-- last lease went.
+--
+-- Connection loss ("suspended"): leases stay held; the session may still
+-- be alive. Session loss ("lost", or suspended for the whole session
+-- timeout), or a lease node deleted by someone else: lease:held() turns
+-- false at once and the lease's on_lost callbacks run; another process may
+-- hold that lease now. A waiting acquire() joins the line again by itself.
+local queue = require "zkcoord.queue"
+local core = require "zkcoord.core"
+
+local now = core.now
+local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
+    tonumber
+local setmetatable, getmetatable, xpcall = setmetatable, getmetatable, xpcall
+local traceback = debug.traceback
+local match = string.match
+local min = math.min
+
+local _M = { _VERSION = "0.1.0" }
+local mt = { __index = _M }
+
+local Lease = {}
+local lease_mt = { __index = Lease }
+
+local OPT_KEYS = { data = true }
+local MARKER = "lease-"
+
+-- Retried after these, once connected again (bounded).
+local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true }
+
+
+local function log_error(client, msg)
+    client:log("error", msg)
+end
+
+
+-- How long to wait for one reply: what is left of the deadline, but a
+-- try-once (timeout 0) still waits for the round trip itself (bounded by
+-- the client's request timeout), as queue.lua does.
+local function reply_wait(deadline, try)
+    if try or not deadline then
+        return nil
+    end
+    local left = deadline - now()
+    return left > 0 and left or 0
+end
+
+
+-- Waits until the client is connected (true), closed, or the deadline.
+local function wait_connected(client, deadline)
+    while true do
+        local left = deadline and deadline - now()
+        if left and left <= 0 then
+            return nil, "timeout"
+        end
+        local ok, err = client:wait_connected(left and min(left, 1) or 1)
+        if ok or err == "closed" then
+            return ok, err
+        end
+    end
+end
+
+
+---@class zkcoord.semaphore_opts
+---@field data string? data of our lease nodes (default "<hostname>:<pid>")
+
+--- client:semaphore(path, max_leases, opts) -> semaphore (no server state
+--- until acquire()).
+---@param client table
+---@param path string
+---@param max_leases integer how many may hold a lease at once (>= 1)
+---@param opts zkcoord.semaphore_opts?
+function _M.new(client, path, max_leases, opts)
+    client.check_path(path, "semaphore", 1)
+    if type(max_leases) ~= "number" or max_leases % 1 ~= 0 or max_leases < 1
+            or max_leases > 2147483647 then
+        error("bad argument #2 to 'semaphore' (max_leases must be an integer >= 1)", 2)
+    end
+    opts = opts or {}
+    if type(opts) ~= "table" then
+        error("bad argument #3 to 'semaphore' (opts must be a table)", 2)
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            error("bad argument #3 to 'semaphore' (unknown option '" .. tostring(k) .. "')", 2)
+        end
+    end
+    if opts.data ~= nil and type(opts.data) ~= "string" then
+        error("bad argument #3 to 'semaphore' (data must be a string)", 2)
+    end
+    return setmetatable({
+        client = client,
+        path = path,
+        max_leases = max_leases,
+        data = opts.data or require("zkcoord.election").default_id(),
+    }, mt)
+end
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a semaphore (use sem:%s())"):format(name, name), 3)
+    end
+end
+
+
+-- Makes sure <path> exists and holds our max (writing it if nobody did).
+-- One round trip when all is well: create and get are pipelined.
+function _M:_check_max(deadline, try)
+    local client, path, want = self.client, self.path, self.max_leases
+    local text = tostring(want)
+    for _ = 1, 10 do
+        local fc = client:send("create", path, text, { container = true, parents = "container" })
+        local fg = client:send("get", path)
+        local created, cerr = fc:wait(reply_wait(deadline, try))
+        local data, stat = fg:wait(reply_wait(deadline, try))
+        local err
+        if created then
+            return true
+        elseif cerr ~= "nodeexists" then
+            err = cerr
+        elseif data == nil then
+            err = stat            -- "nonode": the container went meanwhile; again
+        else
+            local n = tonumber(match(data, "^%s*(%d+)%s*$"))
+            if n == want then
+                return true
+            elseif n then
+                return nil, "invalid", ("%s is a semaphore of %d leases, not %d")
+                                       :format(path, n, want)
+            elseif data ~= "" then
+                return true       -- not ours to judge: someone else's data (kazoo)
+            end
+            -- Created without data (by an older version, or a bare
+            -- create): claim it, unless someone else does first.
+            local ok, serr = client:send("set", path, text, stat.version)
+                                   :wait(reply_wait(deadline, try))
+            if ok then
+                return true
+            end
+            err = serr
+        end
+        if err == "timeout" then
+            return nil, "timeout"
+        elseif err ~= "nonode" and err ~= "badversion" then
+            if not TRANSIENT[err] then
+                return nil, err
+            end
+            local ok, werr = wait_connected(client, deadline)
+            if not ok then
+                return nil, werr
+            end
+        end
+    end
+    return nil, "timeout"
+end
+
+
+--- Waits for a lease.
+---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
+---@return table|nil lease, string? err "timeout" | "invalid" | "closed" | a ZooKeeper code
+function _M:acquire(timeout)
+    check_self(self, "acquire")
+    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
+        error("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)", 2)
+    end
+    local client = self.client
+    if client:state() == "closed" then
+        return nil, "closed"
+    end
+    local deadline = timeout and now() + timeout
+    local ok, err, detail = self:_check_max(deadline, timeout == 0)
+    if not ok then
+        return nil, err, detail
+    end
+    local q = queue.new(client, self.path, {
+        marker = MARKER,
+        rule = queue.rule_fewer_than(self.max_leases),
+        data = self.data,
+    })
+    local left = deadline and deadline - now()
+    ok, err = q:enter(left and (left > 0 and left or 0))
+    if not ok then
+        return nil, err
+    end
+    local lease = setmetatable({ semaphore = self, _q = q, _lost_fns = {} }, lease_mt)
+    -- Report a loss once (the queue reports a lost session or a deleted node).
+    local function lost(reason)
+        if lease._lost_done then
+            return
+        end
+        lease._lost_done = true
+        for _, fn in ipairs(lease._lost_fns) do
+            local cok, cerr = xpcall(fn, traceback, reason)
+            if not cok then
+                log_error(client, "semaphore on_lost callback failed: " .. tostring(cerr))
+            end
+        end
+    end
+    q:on_lost(function(reason)
+        if lease._q == q then
+            lost(reason)
+        end
+    end)
+    return lease
+end
+
+
+--- How many leases are held now (one children() round trip).
+---@return integer|nil count, string? err
+function _M:leases()
+    check_self(self, "leases")
+    local probe = queue.new(self.client, self.path, { marker = MARKER, rule = queue.rule_first })
+    local entries, err = probe:entries()
+    if not entries then
+        return nil, err
+    end
+    return min(#entries, self.max_leases)
+end
+
+
+--- The data of every participant, holders first, then waiters in order.
+---@return string[]|nil data, string? err
+function _M:participants()
+    check_self(self, "participants")
+    local client = self.client
+    local probe = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first })
+    local entries, err = probe:entries()
+    if not entries then
+        return nil, err
+    end
+    local fs, out = {}, {}
+    for i, e in ipairs(entries) do
+        fs[i] = client:send("get", e.path)
+    end
+    for _, f in ipairs(fs) do
+        local data = f:wait()
+        if data then
+            out[#out + 1] = data
+        end
+    end
+    return out
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Leases.
+
+--- Gives the lease back (the node is deleted without waiting, ordered
+--- before this session's next request, retried until done).
+---@return true|nil ok, string? err "notheld" (released already) | "lost"
+function Lease:release()
+    local q = self._q
+    if not q then
+        return nil, "notheld"
+    end
+    self._q = nil
+    local held = q:is_through()
+    q:leave()
+    if not held then
+        return nil, "lost"
+    end
+    return true
+end
+
+
+--- Is the lease held, in a live session?
+function Lease:held()
+    local q = self._q
+    return q ~= nil and q:is_through()
+end
+
+
+--- The path of the lease node.
+function Lease:node()
+    local q = self._q
+    return q and q:node()
+end
+
+
+--- fn(reason) runs when a held lease is lost: "sessionexpired" or "deleted".
+function Lease:on_lost(fn)
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_lost' (function expected)", 2)
+    end
+    self._lost_fns[#self._lost_fns + 1] = fn
+    return fn
+end
+
+
+_M.mt = mt
+_M.lease_mt = lease_mt
+return _M

@@ -1,0 +1,225 @@
+-- The semaphore against a real server: leases in-process (try once,
+-- timeout, counts, mismatched max, expiry) and 5 separate luajit processes
+-- sharing 2 leases, also across a SIGKILLed holder.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+
+-- A holder process. args: semaphore path, name, markers path, rounds, kill-me flag.
+-- Each holder, once it has a lease, puts an ephemeral marker (same session
+-- as its lease node, so both go together if it dies) under the markers
+-- path and counts the markers: more than 2 is a violation seen by ZooKeeper
+-- itself, whatever the clocks say.
+local HOLDER = [[
+local zkcoord = require "zkcoord"
+local core = require "zkcoord.core"
+local path, name, markers, rounds = ...
+rounds = tonumber(rounds)
+io.stdout:setvbuf("line")
+local function log(what, extra)
+    io.stdout:write(what, " ", string.format("%.6f", core.now()), " ", tostring(extra or ""), "\n")
+end
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 2 })
+local sem = c:semaphore(path, 2, { data = name })
+log("ready")
+for _ = 1, rounds do
+    local lease, err = sem:acquire(20)
+    if not lease then log("error", err) break end
+    assert(c:create(markers .. "/" .. name, "", { ephemeral = true }))
+    local n = #assert(c:children(markers))
+    log("acquired", n)
+    if n > 2 then log("violation", n) end
+    if not lease:held() then log("error", "not-held") end
+    c:waiter():sleep(0.1 + math.random() * 0.1)
+    assert(c:delete(markers .. "/" .. name))
+    log("released")
+    assert(lease:release())
+end
+log("done")
+c:close()
+]]
+
+local function read_events(file)
+    local out = {}
+    for line in (proc.read_file(file) or ""):gmatch("[^\n]+") do
+        local what, t, extra = line:match("^(%S+) (%S+) ?(.*)$")
+        if what then
+            out[#out + 1] = { what = what, t = tonumber(t), extra = extra }
+        end
+    end
+    return out
+end
+
+
+local function count(events, what)
+    local n = 0
+    for _, e in ipairs(events) do
+        if e.what == what then n = n + 1 end
+    end
+    return n
+end
+
+
+describe("semaphore #zk", function()
+    local root, c, other
+    local pids = {}
+
+    before_each(function()
+        root = zk.new_root("semaphore")
+        c = zk.client { chroot = root }
+        other = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        for _, pid in ipairs(pids) do
+            if proc.alive(pid) then proc.kill(pid, "KILL") end
+        end
+        pids = {}
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("grants max_leases leases, then makes the next one wait", function()
+        local s = c:semaphore("/s", 2, { data = "c" })
+        local so = other:semaphore("/s", 2, { data = "o" })
+        local l1 = assert(s:acquire(5))
+        local l2 = assert(so:acquire(0))
+        assert.is_true(l1:held())
+        assert.is_true(l2:held())
+        assert.equal(2, s:leases())
+        assert.same({ nil, "timeout" }, { so:acquire(0) })
+        local t0 = proc.now()
+        assert.same({ nil, "timeout" }, { s:acquire(0.3) })
+        assert.is_true(proc.now() - t0 >= 0.29)
+        -- the failed tries left no node behind
+        assert.equal(2, #c:children("/s"))
+        assert.same({ "c", "o" }, s:participants())
+        -- the max is the semaphore node's data
+        assert.equal("2", (c:get("/s")))
+        for _, n in ipairs(c:children("/s")) do
+            assert.matches("^_c_%x+%-%x+%-%x+%-%x+%-%x+%-lease%-%d+$", n)
+        end
+        assert.is_true(l1:release())
+        assert.is_false(l1:held())
+        assert.same({ nil, "notheld" }, { l1:release() })
+        assert.equal(1, s:leases())
+        local l3 = assert(so:acquire(0))
+        assert.equal(2, s:leases())
+        l2:release()
+        l3:release()
+        -- releases are sent without waiting: other's deletes land soon
+        assert.truthy(zk.wait_until(function() return s:leases() == 0 end, 5, other))
+    end)
+
+    it("a waiter gets the lease as soon as a holder releases", function()
+        local s = c:semaphore("/w", 1)
+        local l1 = assert(s:acquire(5))
+        -- release from another process while we wait
+        local log = zk.tmpdir() .. "/sem-release.log"
+        local pid = assert(zk.spawn_lua([[
+            local zkcoord = require "zkcoord"
+            local path = ...
+            local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS") })
+            local sem = c:semaphore(path, 1)
+            local lease = assert(sem:acquire(10))
+            io.stdout:write("got\n")
+            lease:release()
+            c:close()
+        ]], { root .. "/w" }, log))
+        pids[#pids + 1] = pid
+        c:dispatch(0.5)
+        assert.equal(1, s:leases())
+        l1:release()
+        assert.truthy(proc.wait_exit(pid, 10))
+        assert.matches("got", proc.read_file(log))
+    end)
+
+    it("refuses a user with another max_leases", function()
+        local s = c:semaphore("/m", 2)
+        local l = assert(s:acquire(5))
+        local bad = other:semaphore("/m", 3)
+        local ok, err, detail = bad:acquire(1)
+        assert.is_nil(ok)
+        assert.equal("invalid", err)
+        assert.matches("2 leases, not 3", detail)
+        assert.equal(1, #c:children("/m"))
+        l:release()
+        -- a node without data is claimed by the first user
+        c:create("/bare")
+        local lb = assert(other:semaphore("/bare", 4):acquire(5))
+        assert.equal("4", (c:get("/bare")))
+        assert.equal("invalid", select(2, c:semaphore("/bare", 1):acquire(0)))
+        lb:release()
+    end)
+
+    it("a lease is lost with its session, and on_lost tells", function()
+        local s = c:semaphore("/x", 1)
+        local lease = assert(s:acquire(5))
+        local lost
+        lease:on_lost(function(reason) lost = reason end)
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return lost ~= nil end, 10, c))
+        -- "deleted" if the server removed the node while our connection was up
+        assert.truthy(lost == "sessionexpired" or lost == "deleted", lost)
+        assert.is_false(lease:held())
+        assert.same({ nil, "lost" }, { lease:release() })
+        -- the lease is free for others at once
+        assert.truthy(other:semaphore("/x", 1):acquire(2))
+    end)
+
+    it("raises on bad arguments", function()
+        assert.has_error(function() c:semaphore("/s", 0) end)
+        assert.has_error(function() c:semaphore("/s", 1.5) end)
+        assert.has_error(function() c:semaphore("/s", "2") end)
+        assert.has_error(function() c:semaphore("s", 2) end)
+        assert.has_error(function() c:semaphore("/s", 2, { bogus = 1 }) end)
+        assert.has_error(function() c:semaphore("/s", 2):acquire(-1) end)
+    end)
+
+    it("5 processes never hold more than 2 leases, also across a SIGKILLed holder", function()
+        local path, markers = root .. "/sem", root .. "/holders"
+        zk.admin():create(markers)
+        local logs = {}
+        for i = 1, 5 do
+            logs[i] = ("%s/sem-%d-%d.log"):format(zk.tmpdir(), proc.getpid(), i)
+            os.remove(logs[i])
+            pids[i] = assert(zk.spawn_lua(HOLDER, { path, "h" .. i, markers, 5 }, logs[i]))
+        end
+        -- SIGKILL one process while it holds a lease
+        local victim = zk.wait_until(function()
+            for i = 1, 5 do
+                local ev = read_events(logs[i])
+                if #ev > 0 and ev[#ev].what == "acquired" and count(ev, "acquired") >= 2 then
+                    return i
+                end
+            end
+        end, 15)
+        assert.truthy(victim, "no holder to kill")
+        proc.kill(pids[victim], "KILL")
+        for i = 1, 5 do
+            if i ~= victim then
+                assert.truthy(proc.wait_exit(pids[i], 25), "holder " .. i .. " did not finish")
+            end
+        end
+        local max_seen = 0
+        for i = 1, 5 do
+            local ev = read_events(logs[i])
+            local text = proc.read_file(logs[i])
+            assert.equal(0, count(ev, "violation"), text)
+            assert.equal(0, count(ev, "error"), text)
+            for _, e in ipairs(ev) do
+                if e.what == "acquired" then
+                    max_seen = math.max(max_seen, tonumber(e.extra))
+                end
+            end
+            if i ~= victim then
+                assert.equal(5, count(ev, "acquired"), text)
+                assert.equal(1, count(ev, "done"), text)
+            end
+        end
+        assert.is_true(max_seen <= 2)
+        assert.equal(2, max_seen)      -- the two leases were used at once
+        -- the killed holder's lease went with its session
+        assert.same({}, (zk.admin():children(path)))
+        assert.same({}, (zk.admin():children(markers)))
+    end)
+end)
