@@ -1224,6 +1224,28 @@ function _M:dispatch(timeout)
 end
 
 
+--- Starts fn(...) in a coroutine of its own: a wait inside it (any client
+--- call or recipe) lets the other spawned coroutines run instead of blocking
+--- the thread. Drive them with client:run(). In nginx: ngx.thread.spawn.
+function _M:spawn(fn, ...)
+    check_self(self, "spawn")
+    local w = self._waiter
+    if not w.spawn then
+        error("this client's waiter cannot spawn coroutines", 2)
+    end
+    return w:spawn(fn, ...)
+end
+
+
+--- Runs the spawned coroutines until all finished, at most `timeout`
+--- seconds. Returns true when all finished, false on timeout.
+function _M:run(timeout)
+    check_self(self, "run")
+    check_timeout(timeout, "run", 1)
+    return self._waiter:run(timeout)
+end
+
+
 --- For custom event loops: the fd that turns readable when events arrive
 --- (an eventfd). Call client:process() when it does.
 function _M:fd()

@@ -6,11 +6,21 @@
 -- right after (never on a ZooKeeper thread). A waiter is the only place that
 -- knows how to wait: the client and every recipe wait through `event()` and
 -- `sleep()` (kazoo's handler idea).
+--
+-- Coroutines: client:spawn(fn) starts fn in a coroutine this waiter
+-- schedules, and client:run() drives them. A wait inside such a coroutine
+-- yields to the others instead of blocking the thread, so one process can
+-- have many acquires or adds in flight, as nginx requests do. Waits outside
+-- a spawned coroutine block as before.
 local core = require "zkcoord.core"
 
 local now = core.now
-local setmetatable = setmetatable
-local huge = math.huge
+local setmetatable, type, error, pairs, select, tostring, unpack =
+    setmetatable, type, error, pairs, select, tostring, unpack
+local co_running, co_create, co_resume, co_yield, co_status =
+    coroutine.running, coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
+local traceback = debug.traceback
+local huge, min = math.huge, math.min
 
 local _M = { _VERSION = "0.1.0", name = "blocking", inline_callbacks = true }
 local mt = { __index = _M }
@@ -21,24 +31,52 @@ local event_mt = { __index = Event }
 
 ---@param client table the zkcoord client this waiter serves
 function _M.new(client)
-    return setmetatable({ client = client }, mt)
+    return setmetatable({
+        client = client,
+        tasks = {},        -- coroutine -> { deadline =, ev = } while it waits, or true
+        ready = {},        -- coroutines to resume, in order
+        count = 0,         -- spawned and not finished
+    }, mt)
 end
 
 
 --- A one-shot event: `set()` once, `wait(timeout)` until it is set.
 function _M:event()
-    return setmetatable({ client = self.client, is_set = false }, event_mt)
+    return setmetatable({ waiter = self, client = self.client, is_set = false }, event_mt)
 end
 
 
 function Event:set()
+    if self.is_set then
+        return
+    end
     self.is_set = true
+    local co = self.co
+    if co then
+        self.co = nil
+        local w = self.waiter
+        w.ready[#w.ready + 1] = co
+    end
 end
 
 
 --- Waits until set or until `timeout` seconds pass (nil: no limit other
 --- than the client's own). Returns true when set, false on timeout.
 function Event:wait(timeout)
+    if self.is_set then
+        return true
+    end
+    local w = self.waiter
+    local co = co_running()
+    if co and w.tasks[co] then
+        -- A spawned coroutine: let the others run until we are set or due.
+        w.tasks[co] = { deadline = timeout and now() + timeout or huge, ev = self }
+        self.co = co
+        co_yield()
+        w.tasks[co] = true
+        self.co = nil
+        return self.is_set
+    end
     local client = self.client
     local deadline = timeout and now() + timeout or huge
     while true do
@@ -65,6 +103,84 @@ end
 --- pump (blocking mode runs callbacks inline, in arrival order).
 function _M:defer(fn, ...)
     self.client:_enqueue_callback(fn, ...)
+end
+
+
+--- Starts fn(...) in a coroutine that client:run() schedules.
+function _M:spawn(fn, ...)
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'spawn' (function expected)", 3)
+    end
+    local co = co_create(fn)
+    self.tasks[co] = true
+    self.count = self.count + 1
+    self.ready[#self.ready + 1] = { co, select("#", ...), ... }
+    return co
+end
+
+
+local function resume(self, item)
+    local co, ok, err
+    if type(item) == "table" then
+        co = item[1]
+        ok, err = co_resume(co, unpack(item, 3, 2 + item[2]))
+    else
+        co = item
+        ok, err = co_resume(co)
+    end
+    if not ok then
+        self.client:log("error", "spawned coroutine failed: " .. tostring(err) .. "\n"
+                                 .. traceback(co))
+    end
+    if co_status(co) == "dead" then
+        self.tasks[co] = nil
+        self.count = self.count - 1
+    end
+end
+
+
+--- Runs the spawned coroutines until all have finished, at most `timeout`
+--- seconds (nil: until done). Returns true when all finished.
+function _M:run(timeout)
+    if co_running() and self.tasks[co_running()] then
+        error("client:run() cannot be called from a spawned coroutine", 3)
+    end
+    local client = self.client
+    local deadline = timeout and now() + timeout or huge
+    while self.count > 0 do
+        client:_pump()
+        -- Wake the due ones (their wait times out).
+        local t = now()
+        local next_due = huge
+        for co, st in pairs(self.tasks) do
+            if type(st) == "table" then
+                if st.deadline <= t then
+                    self.tasks[co] = true
+                    st.ev.co = nil
+                    self.ready[#self.ready + 1] = co
+                elseif st.deadline < next_due then
+                    next_due = st.deadline
+                end
+            end
+        end
+        local ready = self.ready
+        if #ready > 0 then
+            self.ready = {}
+            for i = 1, #ready do
+                resume(self, ready[i])
+            end
+        else
+            local left = min(deadline, next_due) - t
+            if deadline - t <= 0 then
+                return false
+            end
+            if left > 0 then
+                client._q:wait(client:_timer_cap(left))
+            end
+        end
+    end
+    client:_pump()
+    return true
 end
 
 

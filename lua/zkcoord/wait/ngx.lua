@@ -129,6 +129,36 @@ end
 _M.now = core.now
 
 
+--- client:spawn(fn, ...) in nginx: a light thread of the current request.
+function _M:spawn(fn, ...)
+    local threads = self.threads or {}
+    self.threads = threads
+    local t, err = ngx.thread.spawn(fn, ...)
+    if not t then
+        error("zkcoord: cannot spawn: " .. tostring(err), 3)
+    end
+    threads[#threads + 1] = t
+    return t
+end
+
+
+--- client:run(timeout) in nginx: waits for the spawned light threads (the
+--- timeout is checked between them).
+function _M:run(timeout)
+    local threads = self.threads or {}
+    self.threads = nil
+    local deadline = timeout and ngx.now() + timeout
+    for i = 1, #threads do
+        if deadline and ngx.now() > deadline then
+            for j = i, #threads do ngx.thread.kill(threads[j]) end
+            return false
+        end
+        ngx.thread.wait(threads[i])
+    end
+    return true
+end
+
+
 -- ---------------------------------------------------------------------------
 -- The pump.
 
