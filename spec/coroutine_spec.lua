@@ -69,6 +69,9 @@ describe("spawned coroutines #zk", function()
         assert.is_true(c:run(30))
         assert.equal(80, n)
         assert.equal(80, ctr:get())
+        -- one process: concurrent adds share writes, so no write loses a race
+        assert.equal(0, ctr:stats().cas_failures)
+        assert.is_true(ctr:stats().cas_attempts < 80)
     end)
 
     it("time out in run() and report errors of a failing coroutine", function()

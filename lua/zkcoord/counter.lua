@@ -117,6 +117,8 @@ function _M.new(client, path, opts)
         _value = nil,       -- value and version of our last reply
         _version = nil,
         _stats = { adds = 0, cas_attempts = 0, cas_failures = 0 },
+        _writing = false,   -- an add of this object is writing now
+        _joiners = {},      -- adds waiting for the next write, in order
     }, mt)
 end
 
@@ -243,8 +245,56 @@ function _M:get()
 end
 
 
+-- Writes one compare-and-set for `slots` (ours first, then those that
+-- queued while the previous write was in flight), gives each its own value
+-- in order, wakes them, and hands the lead to the first that queued since.
+function _M:_lead(slots)
+    local total = 0
+    for _, slot in ipairs(slots) do
+        slot.taken = true
+        total = total + slot.delta
+    end
+    local v, err, detail = self:_update(function(cur)
+        local new = cur + total
+        if not is_int(new) then
+            return nil, "invalid", ("%s + %s leaves the integer range"):format(
+                encode(cur), encode(total))
+        end
+        return new
+    end)
+    if v ~= nil then
+        -- The one write moved the value by `total`: as if the adds ran one
+        -- after another at that instant, each sees its own step.
+        local running = v - total
+        for _, slot in ipairs(slots) do
+            running = running + slot.delta
+            slot.value = running
+        end
+        self._stats.adds = self._stats.adds + #slots
+    else
+        for _, slot in ipairs(slots) do
+            slot.err, slot.detail = err, detail
+        end
+    end
+    local queued = self._joiners
+    if #queued > 0 then
+        self._joiners = {}
+        queued[1].lead = queued      -- the next write is theirs
+        queued[1].ev:set()
+    else
+        self._writing = false
+    end
+    for i = 2, #slots do
+        slots[i].ev:set()
+    end
+    return slots[1].value, slots[1].err, slots[1].detail
+end
+
+
 --- Adds `delta` (may be negative) and returns the new value: no other
---- add() anywhere returns the same step.
+--- add() anywhere returns the same step. Concurrent adds on this object
+--- (coroutines, nginx requests) share one compare-and-set: while a write is
+--- in flight the next ones queue, and the following write carries their sum.
 ---@param delta integer? default 1
 ---@return integer|nil value, string? err "timeout" | "invalid" | a ZooKeeper code, string? detail
 function _M:add(delta)
@@ -252,18 +302,31 @@ function _M:add(delta)
         delta = 1
     end
     check_int(delta, "add", 1, "delta")
-    local v, err, detail = self:_update(function(cur)
-        local new = cur + delta
-        if not is_int(new) then
-            return nil, "invalid", ("%s + %s leaves the integer range"):format(
-                encode(cur), encode(delta))
-        end
-        return new
-    end)
-    if v ~= nil then
-        self._stats.adds = self._stats.adds + 1
+    if not self._writing then
+        self._writing = true
+        return self:_lead({ { delta = delta } })
     end
-    return v, err, detail
+    local slot = { delta = delta, ev = self.client:waiter():event() }
+    local queued = self._joiners
+    queued[#queued + 1] = slot
+    local o = self._opts
+    local bound = o.max_tries * (self.client._request_timeout + o.max_delay)
+    while not slot.ev:wait(bound) do
+        if not slot.taken then
+            -- Never written: leave the queue, nothing happened.
+            for i, s in ipairs(self._joiners) do
+                if s == slot then
+                    table.remove(self._joiners, i)
+                    break
+                end
+            end
+            return nil, "timeout", "waited too long for this process's previous add"
+        end
+    end
+    if slot.lead then
+        return self:_lead(slot.lead)
+    end
+    return slot.value, slot.err, slot.detail
 end
 
 
