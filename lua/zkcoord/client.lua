@@ -294,11 +294,7 @@ local function load_waiter(spec, client)
     if spec == nil or spec == "auto" then
         spec = (ngx and ngx.get_phase) and "ngx" or "blocking"
     end
-    if spec == "ngx" and ngx.get_phase() == "init" then
-        error("zkcoord.connect: no ZooKeeper session in init_by_lua*: it runs in the master "
-              .. "before fork. Connect in init_worker_by_lua* (zkcoord.ngx.init_worker) "
-              .. "or on first use", 4)
-    end
+
     if spec ~= "blocking" and spec ~= "ngx" then
         argerror(1, "connect", "wait must be 'auto', 'blocking', 'ngx' or a waiter table", 4)
     end
@@ -375,6 +371,11 @@ function _M.connect(opts)
     }
     if rp.max_tries < 1 or rp.base_delay < 0 or rp.max_delay < 0 then
         argerror(1, "connect", "retry needs max_tries >= 1 and non-negative delays")
+    end
+    if ngx and ngx.get_phase and ngx.get_phase() == "init" and o.wait ~= "blocking" then
+        error("zkcoord.connect: no ZooKeeper session in init_by_lua*: it runs in the master "
+              .. "before fork. Connect in init_worker_by_lua* (zkcoord.ngx.init_worker) "
+              .. "or on first use", 2)
     end
     core.set_log_level(o.zk_log_level)
 

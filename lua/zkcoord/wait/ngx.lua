@@ -36,7 +36,6 @@ local NO_WAIT = {
 
 local FOREVER = 365 * 24 * 3600
 local READ_TIMEOUT = 60        -- seconds; the sentinel handles exits
-local EXIT_DRAIN_STEP = 0.05   -- seconds between reads while exiting
 
 _M.sock_dir = "/tmp"
 local counter = 0
@@ -62,6 +61,10 @@ function _M.new(client)
         waiting = 0,          -- coroutines blocked in Event:wait
         pumping = false,
         runner = false,       -- a callback-runner timer is scheduled
+        live = {},            -- events a coroutine is blocked on (set of events)
+        sets = 0,             -- events set and callbacks deferred (the poll loop's progress)
+        idle = semaphore.new(0), -- the parked poll loop waits on it
+        parked = false,
     }, mt)
     self:_start_pump()
     return self
@@ -69,6 +72,11 @@ end
 
 
 function _M:event()
+    -- Raise before the caller registers the event on a request, so a reply
+    -- to a request sent from a phase that cannot wait goes to its `late`
+    -- handler (a lock's create is then deleted) instead of an event nobody
+    -- waits on.
+    _M.check_phase("wait for ZooKeeper")
     return setmetatable({ waiter = self, is_set = false, sema = semaphore.new(0) }, event_mt)
 end
 
@@ -76,6 +84,7 @@ end
 function Event:set()
     if not self.is_set then
         self.is_set = true
+        self.waiter.sets = self.waiter.sets + 1
         self.sema:post(1)
     end
 end
@@ -89,8 +98,16 @@ function Event:wait(timeout)
     _M.check_phase("wait for ZooKeeper")
     local w = self.waiter
     w.waiting = w.waiting + 1
+    w.live[self] = true
+    if w.parked then
+        w.parked = false
+        w.idle:post(1)          -- wake the parked poll loop: someone waits now
+    end
     local ok = self.sema:wait(timeout or FOREVER)
-    w.waiting = w.waiting - 1
+    if w.live[self] then        -- else the pump counted us as abandoned already
+        w.live[self] = nil
+        w.waiting = w.waiting - 1
+    end
     return ok and true or self.is_set
 end
 
@@ -107,8 +124,16 @@ end
 --- Runs callbacks in order, in one timer at a time (never in the pump).
 function _M:defer(fn, ...)
     local client = self.client
+    self.sets = self.sets + 1       -- progress, for the poll loop
     client:_enqueue_callback(fn, ...)
     if self.runner then
+        return
+    end
+    if get_phase() == "exit_worker" then
+        -- No timers here ("API disabled"): client:close() in exit_worker
+        -- still reports events and "closed". Run them now; they cannot
+        -- wait in this phase (a wait raises, and the runner logs it).
+        client:_run_callbacks()
         return
     end
     self.runner = true
@@ -213,9 +238,14 @@ function _M:_pump_loop()
     end
     self.pumping = true
     while true do
-        local exiting = ngx.worker.exiting()
-        local timeout = exiting and EXIT_DRAIN_STEP or client:_timer_cap(READ_TIMEOUT)
-        sock:settimeout(timeout * 1000)
+        if ngx.worker.exiting() then
+            -- Drain by polling: no socket read timeouts (each one logs an
+            -- error line), and waiters whose request was aborted are reaped.
+            self.pumping = false
+            sock:close()
+            return self:_poll_loop()
+        end
+        sock:settimeout(client:_timer_cap(READ_TIMEOUT) * 1000)
         local data, rerr = sock:receiveany(4096)
         if not data and rerr ~= "timeout" then
             break                          -- closed: the client was closed
@@ -224,7 +254,7 @@ function _M:_pump_loop()
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
         end
-        if client._closed or (exiting and self.waiting == 0) then
+        if client._closed then
             break
         end
     end
@@ -233,24 +263,48 @@ function _M:_pump_loop()
 end
 
 
--- Fallback: poll with a growing step while someone waits, slowly otherwise.
+-- Waiters whose coroutine is gone (request aborted, thread killed) while
+-- blocked: their semaphore has no waiter and was never posted.
+function _M:_reap()
+    for ev in pairs(self.live) do
+        if not ev.is_set and ev.sema:count() >= 0 then
+            self.live[ev] = nil
+            self.waiting = self.waiting - 1
+        end
+    end
+end
+
+
+-- Fallback (and the exit drain): poll with a step that grows while nothing
+-- arrives and starts again at 1 ms when something did; parked on a
+-- semaphore while nobody waits (a new waiter wakes it).
 function _M:_poll_loop()
     local client = self.client
     local step = 0.001
     while not client._closed do
+        local sets = self.sets
         local ok, perr = pcall(client._pump, client)
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
         end
-        if ngx.worker.exiting() and self.waiting == 0 then
-            break
+        local exiting = ngx.worker.exiting()
+        if exiting then
+            self:_reap()
+            if self.waiting == 0 then
+                break
+            end
+        end
+        if self.sets ~= sets then
+            step = 0.001
         end
         if self.waiting > 0 then
             ngx.sleep(step)
             step = step < 0.05 and step * 2 or 0.05
         else
             step = 0.001
-            ngx.sleep(0.05)
+            self.parked = true
+            self.idle:wait(0.05)
+            self.parked = false
         end
     end
 end

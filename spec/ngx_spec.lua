@@ -1,0 +1,806 @@
+-- zkcoord inside nginx workers (the ngx waiter, zkcoord.ngx), against the
+-- shared test ZooKeeper: private nginx instances with 2 workers each
+-- (helpers.nginx), requests from this process over plain sockets.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local nginx = require "helpers.nginx"
+
+local pct = nginx.percentile
+
+-- The handlers, as a Lua module in each nginx prefix (@ROOT@ and @LOGDIR@
+-- are filled in by helpers.nginx).
+local APP = [==[
+local zn = require "zkcoord.ngx"
+local zkcoord = require "zkcoord"
+local semaphore = require "ngx.semaphore"
+
+local now = zkcoord.now
+local ROOT, LOGDIR = "@ROOT@", "@LOGDIR@"
+local _M = {}
+
+local value            -- this worker's copy of ROOT/config, kept by a watch
+local value_at = 0     -- when it arrived (monotonic seconds)
+local watch_err
+
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 4, sock_dir = "@SOCKDIR@" }
+    -- A watch cannot be set up in init_worker itself (no waiting there).
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c, err = zn.client()
+        if not c then
+            watch_err = "no client: " .. tostring(err)
+            return
+        end
+        local w, werr = c:watch(ROOT .. "/config", function(data)
+            value, value_at = data, now()
+        end)
+        if not w then
+            watch_err = "watch: " .. tostring(werr)
+        end
+    end)
+end
+
+
+function _M.value()
+    ngx.say(ngx.worker.pid(), " ", tostring(value), " ", ("%.6f"):format(value_at), " ",
+            tostring(watch_err))
+end
+
+
+local function append(file, line)
+    local f = assert(io.open(file, "a"))
+    f:write(line, "\n")
+    f:close()
+end
+
+
+-- /lock?name=l&hold=0.005&timeout=30&log=file
+function _M.lock()
+    local args = ngx.req.get_uri_args()
+    local c = assert(zn.client())
+    local lock = c:lock(ROOT .. "/" .. (args.name or "l"))
+    local ok, err = lock:acquire(tonumber(args.timeout) or 30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    local log = args.log and LOGDIR .. "/" .. args.log
+    local id = ngx.var.request_id
+    if log then append(log, ("enter %.6f %s %d"):format(now(), id, ngx.worker.pid())) end
+    local hold = tonumber(args.hold) or 0.005
+    if hold > 0 then ngx.sleep(hold) end
+    if log then append(log, ("leave %.6f %s %d"):format(now(), id, ngx.worker.pid())) end
+    lock:release()
+    ngx.say("ok")
+end
+
+
+-- Two of these at once pass a lock back and forth; every grant that
+-- follows the other request's release records release -> acquire.
+function _M.pingpong()
+    local rounds = tonumber(ngx.var.arg_rounds) or 50
+    local me = ngx.var.request_id
+    local c = assert(zn.client())
+    local lock = c:lock(ROOT .. "/pp")
+    local d = ngx.shared.hand
+    for _ = 1, rounds do
+        local ok, err = lock:acquire(10)
+        if not ok then
+            ngx.say("acquire: ", err)
+            return
+        end
+        local t = now()
+        local rel = d:get("rel")
+        if rel and d:get("relby") ~= me then
+            d:rpush("samples", t - rel)
+        end
+        ngx.sleep(0.001)
+        d:set("relby", me)
+        d:set("rel", now())
+        lock:release()
+    end
+    ngx.say("ok")
+end
+
+
+function _M.samples()
+    local d = ngx.shared.hand
+    local out = {}
+    while true do
+        local v = d:lpop("samples")
+        if not v then break end
+        out[#out + 1] = ("%.6f"):format(v)
+    end
+    d:delete("rel")
+    ngx.say(table.concat(out, " "))
+end
+
+
+-- Round trips of get() in this worker, in seconds.
+function _M.rtt()
+    local c = assert(zn.client())
+    local out = {}
+    for i = 1, tonumber(ngx.var.arg_n) or 50 do
+        local t = now()
+        assert(c:get(ROOT))
+        out[i] = ("%.6f"):format(now() - t)
+    end
+    ngx.say(table.concat(out, " "))
+end
+
+
+local seq = 0
+
+-- Every client method once; returns "ok" or what failed.
+local function exercise(where)
+    local c, cerr = zn.client()
+    if not c then return "client: " .. tostring(cerr) end
+    seq = seq + 1
+    local p = ("%s/m-%s-%d-%d"):format(ROOT, where, ngx.worker.pid(), seq)
+    local function check(cond, what, ...)
+        if not cond then
+            local a, b = ...
+            error(what .. ": " .. tostring(a) .. " " .. tostring(b), 0)
+        end
+        return cond
+    end
+    local ok, err = pcall(function()
+        check(c:create(p, "a") == p, "create")
+        local data, stat = c:get(p)
+        check(data == "a", "get", data, stat)
+        check(c:set(p, "b", stat.version), "set")
+        local st = c:exists(p)
+        check(st and st.version == 1, "exists", st)
+        check(c:create(p .. "/k", "x"), "create child")
+        local kids = c:children(p)
+        check(kids and #kids == 1 and kids[1] == "k", "children", kids)
+        local res, merr = c:multi {
+            { op = "check", path = p, version = 1 },
+            { op = "set", path = p .. "/k", data = "y" },
+            { op = "create", path = p .. "/j", data = "z" },
+        }
+        check(res and #res == 3, "multi", merr)
+        check(c:get(p .. "/k") == "y", "multi result")
+        check(c:sync(p), "sync")
+        local acl = c:get_acl(p)
+        check(acl and acl[1] and acl[1].perms == "rwcda", "get_acl", acl and acl[1] and acl[1].perms)
+        check(c:delete(p .. "/k"), "delete child")
+        check(c:delete(p .. "/j"), "delete child")
+        check(c:delete(p, 1), "delete")
+        check(c:exists(p) == false, "exists after delete")
+    end)
+    return ok and "ok" or tostring(err)
+end
+
+
+function _M.methods_content()
+    ngx.say(exercise("content"))
+end
+
+
+function _M.methods_access()
+    ngx.ctx.result = exercise("access")
+end
+
+
+function _M.methods_timer()
+    local sema = semaphore.new(0)
+    local result = "timer did not run"
+    local ok, err = ngx.timer.at(0, function(premature)
+        result = premature and "premature" or exercise("timer")
+        sema:post(1)
+    end)
+    if not ok then
+        ngx.say("timer: ", err)
+        return
+    end
+    sema:wait(10)
+    ngx.say(result)
+end
+
+
+-- log_by_lua: a wait there must fail with the error naming ngx.timer.at.
+function _M.log_phase_get()
+    local c = zn.client()
+    c:get(ROOT)
+end
+
+
+-- log_by_lua: a lock acquire there raises too, after its create was sent;
+-- the create's late reply must delete the node.
+function _M.log_phase_lock()
+    local c = zn.client()
+    c:lock(ROOT .. "/logphase"):acquire(1)
+end
+
+return _M
+]==]
+
+local HTTP = [[
+    lua_shared_dict hand 1m;
+    init_worker_by_lua_block { require("app").init_worker() }
+    exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+    server {
+        listen 127.0.0.1:@PORT@ reuseport;
+        location = /ping { content_by_lua_block { ngx.say("pong") } }
+        location = /value { content_by_lua_block { require("app").value() } }
+        location = /lock { content_by_lua_block { require("app").lock() } }
+        location = /pingpong { content_by_lua_block { require("app").pingpong() } }
+        location = /samples { content_by_lua_block { require("app").samples() } }
+        location = /rtt { content_by_lua_block { require("app").rtt() } }
+        location = /methods/content { content_by_lua_block { require("app").methods_content() } }
+        location = /methods/access {
+            access_by_lua_block { require("app").methods_access() }
+            content_by_lua_block { ngx.say(ngx.ctx.result) }
+        }
+        location = /methods/timer { content_by_lua_block { require("app").methods_timer() } }
+        location = /logphase {
+            content_by_lua_block { ngx.say("ok") }
+            log_by_lua_block { require("app").log_phase_get() }
+        }
+        location = /logphase_lock {
+            content_by_lua_block { ngx.say("ok") }
+            log_by_lua_block { require("app").log_phase_lock() }
+        }
+        location = /lock_abortable {
+            lua_check_client_abort on;
+            content_by_lua_block { require("app").lock() }
+        }
+    }
+]]
+
+local CRASH = { "signal 11", "core dumped", "exited on signal", "SIGSEGV", "SIGABRT" }
+
+
+local function lines(path)
+    local out = {}
+    for l in (proc.read_file(path) or ""):gmatch("[^\n]+") do
+        out[#out + 1] = l
+    end
+    return out
+end
+
+
+local function ms(x)
+    return x and ("%.2f"):format(x * 1000) or "-"
+end
+
+
+local function count_status(results)
+    local c = {}
+    for _, r in ipairs(results) do
+        local k = r.status and tostring(r.status) or ("error " .. tostring(r.err))
+        c[k] = (c[k] or 0) + 1
+    end
+    return c
+end
+
+
+local function summary(counts)
+    local parts = {}
+    for k, v in pairs(counts) do parts[#parts + 1] = k .. "=" .. v end
+    table.sort(parts)
+    return table.concat(parts, " ")
+end
+
+
+-- Checks an enter/leave log: no two holders ever overlap. Returns the
+-- number of grants.
+local function assert_no_overlap(path, expected)
+    local events = {}
+    for _, l in ipairs(lines(path)) do
+        local what, t, id = l:match("^(%a+) (%S+) (%S+)")
+        assert.truthy(what, "bad log line: " .. l)
+        events[#events + 1] = { what = what, t = tonumber(t), id = id }
+    end
+    table.sort(events, function(a, b)
+        if a.t ~= b.t then return a.t < b.t end
+        return a.what == "leave" and b.what == "enter"   -- a leave and an enter at the same instant
+    end)
+    local holder, grants = nil, 0
+    for _, e in ipairs(events) do
+        if e.what == "enter" then
+            assert.is_nil(holder, ("%s entered at %.6f while %s held the lock")
+                                  :format(e.id, e.t, tostring(holder)))
+            holder = e.id
+            grants = grants + 1
+        else
+            assert.are.equal(holder, e.id, "leave by a request that did not hold the lock")
+            holder = nil
+        end
+    end
+    assert.is_nil(holder, "a holder never left")
+    assert.are.equal(expected, grants)
+    return grants
+end
+
+
+local function lock_children(client, path)
+    return #(client:children(path) or {})
+end
+
+
+local function ping_latencies(n, count)
+    local out = {}
+    for i = 1, count do
+        local t0 = proc.now()
+        local status = n:get("/ping", 5)
+        out[i] = proc.now() - t0
+        assert.are.equal(200, status)
+        proc.sleep(0.002)
+    end
+    return out
+end
+
+
+local function no_crash(n)
+    local log = n:error_log()
+    for _, pat in ipairs(CRASH) do
+        assert.is_falsy(log:find(pat, 1, true), "error.log has '" .. pat .. "':\n" .. log)
+    end
+    -- Sanitizer builds (scripts/test.sh) report on nginx's stderr.
+    local stderr = n:stderr()
+    for _, pat in ipairs({ "AddressSanitizer", "runtime error:" }) do
+        assert.is_falsy(stderr:find(pat, 1, true), "nginx stderr has '" .. pat .. "':\n" .. stderr)
+    end
+end
+
+
+local function alive_count(pids)
+    local a = 0
+    for _, p in ipairs(pids) do
+        if proc.alive(p) then a = a + 1 end
+    end
+    return a
+end
+
+
+describe("ngx #zk #ngx", function()
+    local root, admin, logdir, A
+    local instances = {}
+
+    local function start(extra)
+        local opts = {
+            workers = 2,
+            env = { ZK_HOSTS = zk.hosts() },
+            vars = { ROOT = root, LOGDIR = logdir, SOCKDIR = "/tmp" },
+            lua_modules = { app = APP },
+            http = HTTP,
+        }
+        for k, v in pairs(extra or {}) do
+            if k == "vars" then
+                for vk, vv in pairs(v) do opts.vars[vk] = vv end
+            else
+                opts[k] = v
+            end
+        end
+        local n, err = nginx.start(opts)
+        assert(n, err)
+        instances[#instances + 1] = n
+        return n
+    end
+
+    -- Polls /value until every current worker of `n` reports `want`.
+    local function all_workers_see(n, want, timeout)
+        local deadline = proc.now() + (timeout or 10)
+        local seen, polls = {}, 0
+        while proc.now() < deadline do
+            local status, body = n:get("/value", 2)
+            polls = polls + 1
+            if status == 200 then
+                local pid, v, at = body:match("^(%d+) (%S+) (%S+)")
+                if v == want then seen[tonumber(pid)] = tonumber(at) end
+            end
+            local all = true
+            for _, pid in ipairs(n:worker_pids()) do
+                if not seen[pid] then all = false end
+            end
+            if all then return true, seen, polls end
+            proc.sleep(0.01)
+        end
+        return false, seen, polls
+    end
+
+    lazy_setup(function()
+        root = zk.new_root("ngx")
+        admin = zk.admin()
+        assert(admin:create(root .. "/config", "v1"))
+        for _, name in ipairs({ "l", "held", "rq", "pp" }) do
+            assert(admin:create(root .. "/" .. name))
+        end
+        logdir = assert(proc.mktemp_dir("zkcoord-ngxlog-"))
+        os.execute("chmod 1777 " .. proc.shquote(logdir))
+        A = start()
+        assert(all_workers_see(A, "v1", 15), "workers did not connect and watch:\n" .. A:log_tail())
+    end)
+
+    lazy_teardown(function()
+        for _, n in ipairs(instances) do
+            n:destroy()
+        end
+        if logdir then proc.rm_rf(logdir) end
+        if root then zk.delete_tree(zk.admin(), root) end
+    end)
+
+    it("200 concurrent requests contending for one lock never overlap", function()
+        local paths = {}
+        for i = 1, 200 do paths[i] = "/lock?name=l&hold=0.005&log=l200.log&i=" .. i end
+        local t0 = proc.now()
+        local results = A:fire(paths):collect(60)
+        local took = proc.now() - t0
+        local counts = count_status(results)
+        assert.are.equal(200, counts["200"], summary(counts))
+        assert_no_overlap(logdir .. "/l200.log", 200)
+        local per_worker = {}
+        for _, l in ipairs(lines(logdir .. "/l200.log")) do
+            local pid = l:match("^enter %S+ %S+ (%d+)")
+            if pid then per_worker[pid] = (per_worker[pid] or 0) + 1 end
+        end
+        print(("\n[ngx] 200 lock requests (5 ms hold) across 2 workers: %.2f s, grants per worker: %s")
+              :format(took, summary(per_worker)))
+        assert.are.equal(0, lock_children(admin, root .. "/l"))
+        no_crash(A)
+    end)
+
+    it("/ping latency stays at its idle level while 200 requests wait on a held lock", function()
+        local holder_client = zk.client()
+        local holder = holder_client:lock(root .. "/held")
+        assert(holder:acquire(5))
+        local idle = ping_latencies(A, 200)
+        local paths = {}
+        for i = 1, 200 do paths[i] = "/lock?name=held&hold=0&timeout=30&i=" .. i end
+        local batch = A:fire(paths)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/held") == 201
+        end, 20), "the 200 waiters did not queue")
+        local cpu0 = {}
+        for _, pid in ipairs(A:worker_pids()) do cpu0[pid] = nginx.cpu_ticks(pid) end
+        local loaded = ping_latencies(A, 200)
+        local ticks = 0
+        for pid, t in pairs(cpu0) do ticks = ticks + (nginx.cpu_ticks(pid) - t) end
+        assert.are.equal(200, batch:poll(0), "waiters returned while the lock was held")
+        local t_rel = proc.now()
+        assert(holder:release())
+        local results = batch:collect(60)
+        local drained = proc.now() - t_rel
+        local counts = count_status(results)
+        assert.are.equal(200, counts["200"], summary(counts))
+        print(("\n[ngx] /ping idle p50 %s ms p99 %s ms | with 200 waiters p50 %s ms p99 %s ms"
+               .. " (workers used %d CPU ticks meanwhile) | 200 waiters drained in %.2f s")
+              :format(ms(pct(idle, 50)), ms(pct(idle, 99)), ms(pct(loaded, 50)), ms(pct(loaded, 99)),
+                      ticks, drained))
+        assert.is_true(pct(loaded, 50) < 0.020, "p50 under load " .. ms(pct(loaded, 50)) .. " ms")
+        assert.is_true(pct(loaded, 99) < 0.250, "p99 under load " .. ms(pct(loaded, 99)) .. " ms")
+        holder_client:close()
+        no_crash(A)
+    end)
+
+    it("a release wakes the next waiter within a few ms", function()
+        A:get("/samples")
+        local results = A:fire({ "/pingpong?rounds=60", "/pingpong?rounds=60" }):collect(60)
+        for _, r in ipairs(results) do
+            assert.are.equal(200, r.status, tostring(r.err))
+            assert.are.equal("ok\n", r.body)
+        end
+        local _, body = A:get("/samples")
+        local samples = {}
+        for v in body:gmatch("%S+") do samples[#samples + 1] = tonumber(v) end
+        assert.is_true(#samples >= 60, "only " .. #samples .. " handoffs")
+        local _, rbody = A:get("/rtt?n=100")
+        local rtt = {}
+        for v in rbody:gmatch("%S+") do rtt[#rtt + 1] = tonumber(v) end
+        print(("\n[ngx] lock handoff release->acquire (%d): p50 %s ms p99 %s ms | get() round trip"
+               .. " in a worker: p50 %s ms p99 %s ms")
+              :format(#samples, ms(pct(samples, 50)), ms(pct(samples, 99)),
+                      ms(pct(rtt, 50)), ms(pct(rtt, 99))))
+        assert.is_true(pct(samples, 50) < 0.050, "handoff p50 " .. ms(pct(samples, 50)) .. " ms")
+        assert.is_true(pct(samples, 99) < 0.500, "handoff p99 " .. ms(pct(samples, 99)) .. " ms")
+    end)
+
+    it("a watch pushes a new value to every worker", function()
+        local t0 = proc.now()
+        assert(admin:set(root .. "/config", "v2"))
+        local t1 = proc.now()
+        local ok, seen, polls = all_workers_see(A, "v2", 10)
+        assert.is_true(ok, "not every worker saw v2: " .. summary(seen or {}))
+        local delays = {}
+        for pid, at in pairs(seen) do
+            delays[#delays + 1] = ("%d: %.1f ms"):format(pid, (at - t1) * 1000)
+        end
+        table.sort(delays)
+        print(("\n[ngx] watch: set took %.1f ms; new value in each worker after the set returned: %s"
+               .. " (%d polls)"):format((t1 - t0) * 1000, table.concat(delays, ", "), polls))
+    end)
+
+    it("every client method works from content, access and timer contexts", function()
+        for _, ctx in ipairs({ "content", "access", "timer" }) do
+            for _ = 1, 4 do   -- a few times: both workers
+                local status, body = A:get("/methods/" .. ctx, 15)
+                assert.are.equal(200, status, ctx)
+                assert.are.equal("ok\n", body, ctx)
+            end
+        end
+    end)
+
+    it("a wait in log_by_lua logs the error naming ngx.timer.at", function()
+        local status = A:get("/logphase")
+        assert.are.equal(200, status)
+        local line
+        assert.truthy(zk.wait_until(function()
+            line = A:error_log():match("[^\n]*cannot wait for ZooKeeper in log_by_lua[^\n]*")
+            return line
+        end, 5), "no error logged:\n" .. A:log_tail())
+        assert.truthy(line:find("ngx.timer.at", 1, true), line)
+    end)
+
+    it("init_by_lua use fails nginx startup with the error naming init_worker", function()
+        for _, code in ipairs({
+            'require("zkcoord").connect { servers = os.getenv("ZK_HOSTS") }',
+            'require("zkcoord.ngx").client { servers = os.getenv("ZK_HOSTS") }',
+        }) do
+            local n, err = nginx.start {
+                workers = 1, env = { ZK_HOSTS = zk.hosts() },
+                http = "init_by_lua_block { " .. code .. " }\n"
+                       .. "server { listen 127.0.0.1:@PORT@; location / { return 200; } }",
+            }
+            if n then n:destroy() end
+            assert.is_nil(n, "nginx started with " .. code)
+            assert.truthy(err:find("init_by_lua", 1, true), err)
+            assert.truthy(err:find("no ZooKeeper session in init_by_lua", 1, true), err)
+            assert.truthy(err:find("init_worker_by_lua", 1, true), err)
+        end
+    end)
+
+    it("reload and quit with waiters in flight: no hang, no crash, no leaked node", function()
+        local R = start()
+        local holder_client = zk.client()
+        local holder = holder_client:lock(root .. "/rq")
+        local rq = root .. "/rq"
+        local function queue_waiters(count)
+            assert(holder:acquire(5))
+            local paths = {}
+            for i = 1, count do paths[i] = "/lock?name=rq&hold=0.002&timeout=20&i=" .. i end
+            local batch = R:fire(paths)
+            assert.truthy(zk.wait_until(function()
+                return lock_children(admin, rq) == count + 1
+            end, 20), "waiters did not queue")
+            return batch
+        end
+
+        -- Reload, idle: the sentinel gets old workers out at once.
+        local old = R:worker_pids()
+        local t0 = proc.now()
+        assert(R:reload())
+        assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 3),
+                      "idle old workers still alive after 3 s")
+        local idle_exit = proc.now() - t0
+
+        -- Reload with 50 waiters: old workers keep serving them, exit once done.
+        local batch = queue_waiters(50)
+        old = R:worker_pids()
+        assert(R:reload())
+        proc.sleep(0.3)
+        assert.are.equal(200, (R:get("/ping")))       -- new workers serve
+        local t_rel = proc.now()
+        assert(holder:release())
+        local results = batch:collect(20)
+        local counts = count_status(results)
+        assert.are.equal(50, counts["200"], summary(counts))
+        assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 3),
+                      "old workers still alive 3 s after their waiters were served")
+        local reload_exit = proc.now() - t_rel
+        assert.truthy(zk.wait_until(function() return lock_children(admin, rq) == 0 end, 3),
+                      "lock nodes left after reload")
+        -- The new workers work.
+        local status, body = R:get("/lock?name=rq&hold=0")
+        assert.are.equal(200, status, body)
+
+        -- Quit with 50 waiters: graceful, they finish, then nginx exits.
+        batch = queue_waiters(50)
+        local workers = R:worker_pids()
+        assert(R:signal("QUIT"))
+        proc.sleep(0.3)
+        assert.is_true(R:running(), "nginx quit with requests in flight")
+        t_rel = proc.now()
+        assert(holder:release())
+        results = batch:collect(20)
+        counts = count_status(results)
+        assert.are.equal(50, counts["200"], summary(counts))
+        assert.truthy(R:quit(3), "nginx did not exit within 3 s")
+        local quit_exit = proc.now() - t_rel
+        assert.are.equal(0, alive_count(workers))
+        assert.truthy(zk.wait_until(function() return lock_children(admin, rq) == 0 end, 3),
+                      "lock nodes left after quit")
+        no_crash(R)
+        local _, spam = R:error_log():gsub("lua tcp socket read timed out", "")
+        local _, exit_errors = R:error_log():gsub("exit_worker_by_lua error", "")
+        print(("\n[ngx] old workers gone: idle reload %.0f ms after HUP; reload with 50 waiters"
+               .. " %.0f ms after release; quit with 50 waiters %.0f ms after release"
+               .. " (error.log: %d 'read timed out' lines from the exit drain, %d"
+               .. " 'exit_worker_by_lua error' lines)")
+              :format(idle_exit * 1000, reload_exit * 1000, quit_exit * 1000, spam, exit_errors))
+        assert.are.equal(0, exit_errors, "exit_worker_by_lua errors in error.log")
+        assert.are.equal(0, spam, "'read timed out' lines from the exit drain")
+        holder_client:close()
+    end)
+
+    it("falls back to polling where no doorbell socket can be made", function()
+        local F = start { vars = { SOCKDIR = "/nonexistent" } }
+        local current = assert(admin:get(root .. "/config"))
+        assert(all_workers_see(F, current, 15), "polling nginx not ready:\n" .. F:log_tail())
+        assert.truthy(F:error_log():find("falling back to polling", 1, true), F:log_tail())
+        local paths = {}
+        for i = 1, 50 do paths[i] = "/lock?name=l&hold=0.002&log=poll.log&i=" .. i end
+        local counts = count_status(F:fire(paths):collect(60))
+        assert.are.equal(50, counts["200"], summary(counts))
+        assert_no_overlap(logdir .. "/poll.log", 50)
+        local status, body = F:get("/methods/content", 15)
+        assert.are.equal(200, status)
+        assert.are.equal("ok\n", body)
+        local old = F:worker_pids()
+        assert(F:reload())
+        assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 3),
+                      "idle old polling workers still alive after 3 s")
+        no_crash(F)
+        F:destroy()
+    end)
+
+    it("examples/openresty: the conf parses and its patterns work in 2 workers", function()
+        local repo = nginx.repo
+        local rc = os.execute(("nginx -q -t -p %s/ -c examples/openresty/nginx.conf 2>/dev/null")
+                              :format(proc.shquote(repo)))
+        assert.truthy(rc == 0 or rc == true, "nginx -t failed on the example")
+        local eroot = root .. "/example"
+        local period0 = math.floor(os.time() / 60)
+        local E = start {
+            lua_modules = { app = assert(proc.read_file(repo .. "/examples/openresty/app.lua")) },
+            vars = { EROOT = eroot },
+            http = [[
+                init_worker_by_lua_block {
+                    require("app").init_worker { servers = os.getenv("ZK_HOSTS"), root = "@EROOT@" }
+                }
+                exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+                server {
+                    listen 127.0.0.1:@PORT@ reuseport;
+                    location = /status { content_by_lua_block { require("app").status() } }
+                    location = /config { content_by_lua_block { require("app").set_config() } }
+                    location = /hits   { content_by_lua_block { require("app").hits() } }
+                    location = /job    { content_by_lua_block { require("app").job() } }
+                }
+            ]],
+        }
+        -- Each worker's view: { config =, i_lead = } by pid, until pred(views) holds.
+        local function views_until(pred, timeout)
+            local views = {}
+            local deadline = proc.now() + (timeout or 10)
+            repeat
+                local status, body = E:get("/status", 5)
+                if status == 200 then
+                    local pid, cfg, lead = body:match("^worker (%d+): config=(%S+) leader=%S+ i_lead=(%a+)")
+                    if pid then views[tonumber(pid)] = { config = cfg, i_lead = lead == "true" } end
+                end
+                local n = 0
+                for _, pid in ipairs(E:worker_pids()) do
+                    if views[pid] then n = n + 1 end
+                end
+                if n == E.workers and pred(views) then return true, views end
+                proc.sleep(0.01)
+            until proc.now() > deadline
+            return false, views
+        end
+        local function leaders(views)
+            local n = 0
+            for _, v in pairs(views) do if v.i_lead then n = n + 1 end end
+            return n
+        end
+        -- Leader-only work: exactly one worker leads.
+        assert.truthy(views_until(function(v) return leaders(v) == 1 end), "no single leader")
+        assert.are.equal(1, lock_children(admin, eroot .. "/leader"))
+        -- A config value pushed to every worker.
+        local status, body = E:get("/config?set=blue")
+        assert.are.equal(200, status)
+        assert.are.equal("ok\n", body)
+        assert.truthy(views_until(function(v)
+            for _, x in pairs(v) do if x.config ~= "blue" then return false end end
+            return true
+        end), "not every worker has the new config")
+        -- A shared counter: 30 concurrent adds, 30 distinct values.
+        local paths = {}
+        for i = 1, 30 do paths[i] = "/hits?i=" .. i end
+        local seen = {}
+        for _, r in ipairs(E:fire(paths):collect(30)) do
+            assert.are.equal(200, r.status, tostring(r.err))
+            local v = tonumber(r.body)
+            assert.truthy(v and not seen[v], "duplicate or bad counter value " .. tostring(r.body))
+            seen[v] = true
+        end
+        for i = 1, 30 do assert.truthy(seen[i], "counter value " .. i .. " missing") end
+        -- The job runs once per period across everything that tries it.
+        paths = {}
+        for i = 1, 10 do paths[i] = "/job?i=" .. i end
+        local ran = 0
+        for _, r in ipairs(E:fire(paths):collect(30)) do
+            assert.are.equal(200, r.status, tostring(r.err))
+            assert.truthy(r.body:find("^ran") or r.body:find("^skipped"), r.body)
+            if r.body:find("^ran") then ran = ran + 1 end
+        end
+        local periods = math.floor(os.time() / 60) - period0 + 1
+        local runs = tonumber((admin:get(eroot .. "/jobs/report-runs")))
+        assert.truthy(runs and runs >= 1 and runs <= periods,
+                      ("job ran %s times over %d period(s)"):format(tostring(runs), periods))
+        assert.is_true(ran <= 1)
+        no_crash(E)
+        E:destroy()
+    end)
+
+    it("a lock acquire in log_by_lua raises and leaves no lock node", function()
+        assert.are.equal(200, (A:get("/logphase_lock")))
+        assert.truthy(zk.wait_until(function()
+            return A:error_log():find("cannot wait for ZooKeeper in log_by_lua", 1, true)
+        end, 5))
+        proc.sleep(0.3)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/logphase") == 0
+        end, 5), "the log phase's lock node was left behind")
+    end)
+
+    it("a waiting request aborted by its client does not keep an old worker alive", function()
+        local R = start()
+        local holder_client = zk.client()
+        local holder = holder_client:lock(root .. "/ab")
+        assert(holder:acquire(5))
+        -- Two requests wait on the held lock, then their clients go away.
+        local conns = {}
+        for i = 1, 2 do
+            local conn = assert(proc.tcp_connect("127.0.0.1", R.port, 2))
+            assert(conn:send(("GET /lock_abortable?name=ab&timeout=30&i=%d HTTP/1.1\r\n"
+                              .. "Host: x\r\n\r\n"):format(i)))
+            conns[i] = conn
+        end
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ab") == 3
+        end, 10), "waiters did not queue")
+        for _, conn in ipairs(conns) do conn:close() end
+        proc.sleep(0.3)
+        local old = R:worker_pids()
+        assert(R:reload())
+        assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 5),
+                      "old workers still alive 5 s after HUP")
+        holder:release()
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ab") == 0
+        end, 5), "lock nodes left")
+        no_crash(R)
+        holder_client:close()
+        R:destroy()
+    end)
+
+    it("locks exclude across two separate nginx instances", function()
+        local B = start()
+        assert(all_workers_see(B, "v2", 15), "second nginx not ready:\n" .. B:log_tail())
+        local pa, pb = {}, {}
+        for i = 1, 100 do
+            pa[i] = "/lock?name=l&hold=0.003&log=ab.log&i=" .. i
+            pb[i] = "/lock?name=l&hold=0.003&log=ab.log&j=" .. i
+        end
+        local ba, bb = A:fire(pa), B:fire(pb)
+        local ra, rb = ba:collect(60), bb:collect(60)
+        local ca, cb = count_status(ra), count_status(rb)
+        assert.are.equal(100, ca["200"], summary(ca))
+        assert.are.equal(100, cb["200"], summary(cb))
+        assert_no_overlap(logdir .. "/ab.log", 200)
+        local pids = {}
+        for _, l in ipairs(lines(logdir .. "/ab.log")) do
+            local pid = l:match("^enter %S+ %S+ (%d+)")
+            if pid then pids[pid] = true end
+        end
+        local np = 0
+        for _ in pairs(pids) do np = np + 1 end
+        assert.is_true(np >= 3, "grants came from only " .. np .. " workers")
+        no_crash(A)
+        no_crash(B)
+    end)
+end)
