@@ -54,7 +54,9 @@ static int queue_wait_l(lua_State *L)
 
 static int queue_fd(lua_State *L)
 {
-    lua_pushinteger(L, queue_check(L, 1)->efd);
+    zkq *q = queue_check(L, 1);
+    queue_want_fd(q);
+    lua_pushinteger(L, q->efd);
     return 1;
 }
 

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -184,8 +185,10 @@ static void ring(zkq *q, int peer)
     uint64_t one = 1;
     char byte = 1;
     ssize_t n;
-    n = write(q->wfd, &one, q->wfd == q->efd ? sizeof(one) : 1);
-    (void)n;
+    if (q->want_fd) {   /* a syscall per wake-up only once someone watches the fd */
+        n = write(q->wfd, &one, q->wfd == q->efd ? sizeof(one) : 1);
+        (void)n;
+    }
     if (peer >= 0) {
         n = send(peer, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)n;
@@ -225,6 +228,24 @@ void queue_kick(zkq *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* From now on wake-ups also write the eventfd. Records already waiting rang
+ * no fd: make it readable for them now. */
+void queue_want_fd(zkq *q)
+{
+    uint64_t one = 1;
+    ssize_t n;
+    int pending;
+    pthread_mutex_lock(&q->mu);
+    q->want_fd = 1;
+    pending = q->head != NULL || q->local != NULL;
+    pthread_mutex_unlock(&q->mu);
+    if (pending) {
+        n = write(q->wfd, &one, q->wfd == q->efd ? sizeof(one) : 1);
+        (void)n;
+    }
+}
+
+
 record *queue_pop(zkq *q)
 {
     record *r = q->local;
@@ -249,7 +270,12 @@ int queue_wait(zkq *q, double timeout)
     if (q->local)
         return 1;
     pthread_mutex_lock(&q->mu);
-    if (timeout > 0 && !q->head && !q->kicked) {
+    if (!isfinite(timeout) || timeout > 1e8) {
+        /* No deadline: a timespec cannot hold it (converting inf to time_t
+         * is undefined and made timedwait fail at once: a spin). */
+        while (!q->head && !q->kicked)
+            pthread_cond_wait(&q->cv, &q->mu);
+    } else if (timeout > 0 && !q->head && !q->kicked) {
         double deadline;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         deadline = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 + timeout;

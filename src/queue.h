@@ -56,6 +56,7 @@ typedef struct zkq {
     int kicked;              /* a kick() not yet seen by wait() */
     int efd;                 /* eventfd (pipe read end elsewhere) */
     int wfd;                 /* write end: == efd for eventfd */
+    int want_fd;             /* set once fd() was asked for: only then ring it */
     int listen_fd, peer_fd;  /* unix-socket doorbell (nginx pump) */
     char *sock_path;
     int refs;                /* Lua userdata + each open session; guarded by mu */
@@ -70,6 +71,7 @@ record *queue_pop(zkq *q);                  /* Lua thread */
 int queue_wait(zkq *q, double timeout);     /* Lua thread; 1 if records are ready */
 void queue_kick(zkq *q);                    /* any thread */
 void queue_clear_fd(zkq *q);
+void queue_want_fd(zkq *q);
 int queue_listen_unix(zkq *q, const char *path);
 int queue_accept_unix(zkq *q);
 void queue_close_doorbell(zkq *q);

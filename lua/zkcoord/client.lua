@@ -51,7 +51,7 @@ local OPTION_KEYS = {
     request_timeout = "number", chroot = "string", auth = "table", acl = "string|table",
     retry = "table", wait = "string|table", reconnect = "boolean",
     max_packet_size = "number", logger = "function", zk_log_level = "number",
-    session_id = "string", session_password = "string",
+    session_id = "string", session_password = "string", resolve_interval = "number",
 }
 
 local EVENT_NAMES = {
@@ -438,7 +438,7 @@ end
 function _M:_open_session(sid, password)
     self._serial = self._serial + 1
     local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
-                                     self._serial, sid, password)
+                                     self._serial, sid, password, self._opts.resolve_interval)
     if not s then
         return nil, err, detail
     end
