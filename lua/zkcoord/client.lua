@@ -212,19 +212,55 @@ local Future = {}
 local future_mt = { __index = Future }
 
 
---- Waits for the result (at most `timeout` seconds, default the client's
---- request_timeout) and returns it as the synchronous method would.
-function Future:wait(timeout)
-    if self.results then
-        return unpack(self.results, 1, self.results.n)
+-- The code of a failed entry; a request of a session that ended reports
+-- why it ended rather than our own close of that session.
+local function entry_err(p)
+    local e = errname(p.rc)
+    if p.lost and (e == "closed" or e == "connectionloss") then
+        return p.lost
     end
-    self.wait_timeout = timeout
-    return self.finish(self)
+    return e
 end
 
 
 local function pack(...)
     return { n = select("#", ...), ... }
+end
+
+
+-- A future is a plain table, no closure (LuaJIT does not compile closure
+-- creation, and futures are made per request): `entry` (the pending
+-- request) with a static `finish` converter; or `err`, `detail` (failed
+-- before it was sent); or `compose(fut, timeout)` for operations made of
+-- several requests.
+
+--- Waits for the result (at most `timeout` seconds, default the client's
+--- request_timeout) and returns it as the synchronous method would.
+function Future:wait(timeout)
+    local r = self.results
+    if r then
+        return unpack(r, 1, r.n)
+    end
+    local p = self.entry
+    if self.compose then
+        r = pack(self.compose(self, timeout))
+    elseif not p then
+        r = { n = 3, nil, self.err, self.detail }
+    else
+        local client = self.client
+        local ok, err = client:_await(p, timeout or client._request_timeout)
+        if not ok then
+            r = { n = 2, nil, err }
+        elseif self.finish then
+            r = pack(self.finish(p))
+        elseif p.rc ~= RC_OK then
+            r = { n = 2, nil, entry_err(p) }
+        else
+            r = { n = 1, true }
+        end
+    end
+    self.results = r
+    return unpack(r, 1, r.n)
 end
 
 
@@ -247,14 +283,13 @@ function Future:on_done(fn)
 end
 
 
---- Wraps a finish function so its results are cached (wait() may be called twice).
-local function make_future(client, finish, timeout)
-    local f = setmetatable({ client = client, timeout = timeout }, future_mt)
-    f.finish = function(self)
-        self.results = pack(finish(self))
-        return unpack(self.results, 1, self.results.n)
-    end
-    return f
+local function failed_future(client, err, detail)
+    return setmetatable({ client = client, err = err, detail = detail }, future_mt)
+end
+
+
+local function composite_future(client, compose)
+    return setmetatable({ client = client, compose = compose }, future_mt)
 end
 
 
@@ -491,7 +526,7 @@ function _M:_drain()
             if w then
                 self._watches[id] = nil
                 self._waiter:defer(w.fn, { type = EVENT_NAMES[a] or tostring(a),
-                                           path = w.path, state = self._state })
+                                           path = w.path, state = self._state }, w.arg)
             end
         elseif kind == SESSION then
             if id == self._serial then
@@ -629,7 +664,7 @@ function _M:_session_lost(reason, detail, no_reconnect)
     self._log("warn", "session lost (" .. reason .. (detail and ": " .. detail or "") .. ")")
     self:_set_state("lost")
     for _, w in pairs(watches) do
-        self._waiter:defer(w.fn, { type = "session", state = "lost", path = w.path })
+        self._waiter:defer(w.fn, { type = "session", state = "lost", path = w.path }, w.arg)
     end
     if self._opts.reconnect and not no_reconnect and not self._closed then
         local ok, err, why = self:_open_session()
@@ -664,22 +699,10 @@ end
 -- ---------------------------------------------------------------------------
 -- Requests.
 
--- The code of a failed entry; a request of a session that ended reports
--- why it ended rather than our own close of that session.
-local function entry_err(p)
-    local e = errname(p.rc)
-    if p.lost and (e == "closed" or e == "connectionloss") then
-        return p.lost
-    end
-    return e
-end
-
-
 --- Submits core method `method` and returns a future for its raw reply
 --- entry, or a future that yields nil, err if submission failed. `finish`
 --- converts a completed entry into results.
 function _M:_request(finish, method, ...)
-    local timeout = self._request_timeout
     local s = self._s
     local id, rc
     if self._closed then
@@ -693,26 +716,11 @@ function _M:_request(finish, method, ...)
         end
     end
     if not id then
-        local err = rc
-        return make_future(self, function() return nil, err end)
+        return failed_future(self, rc)
     end
     local p = { serial = self._serial, id = id }
     self._pending[id] = p
-    local f = make_future(self, function(fut)
-        local ok, err = self:_await(p, fut.wait_timeout or timeout)
-        if not ok then
-            return nil, err
-        end
-        if finish then
-            return finish(p)
-        end
-        if p.rc ~= RC_OK then
-            return nil, entry_err(p)
-        end
-        return true
-    end)
-    f.entry = p
-    return f
+    return setmetatable({ client = self, entry = p, finish = finish }, future_mt)
 end
 
 
@@ -736,22 +744,27 @@ function _M:_await(p, timeout)
 end
 
 
---- Runs `attempt()` (which returns a future) again on retryable errors,
---- with jittered exponential backoff, while the client is open.
-function _M:_retrying(attempt)
+local function connected_or_closed(st)
+    return st == "connected" or st == "closed"
+end
+
+
+--- Runs `send_op(self, ...)` (which returns a future) again on retryable
+--- errors, with jittered exponential backoff, while the client is open.
+function _M:_retrying(send_op, ...)
     local rp = self._retry
     local delay = rp.base_delay
     local tries = 0
     while true do
         tries = tries + 1
-        local r = pack(attempt():wait())
+        local r = pack(send_op(self, ...):wait())
         local err = r[2]
         if r[1] ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
             return unpack(r, 1, r.n)
         end
         self._waiter:sleep(delay * (0.5 + random()))
         delay = min(delay * 2, rp.max_delay)
-        self:_wait_state(function(st) return st == "connected" or st == "closed" end)
+        self:_wait_state(connected_or_closed)
     end
 end
 
@@ -786,11 +799,13 @@ local function data_arg(self, data, fname, n, path, acl)
 end
 
 
-local function register_watch(self, fut, fn, path, kind)
+-- `arg` (internal, for recipes) is passed to fn after the event, so a
+-- recipe can use one static function instead of a closure per watch.
+local function register_watch(self, fut, fn, path, kind, arg)
     if fn and fut.entry then
         local id = fut.entry.id
         fut.entry.watch = kind
-        self._watches[id] = { fn = fn, path = path, kind = kind }
+        self._watches[id] = { fn = fn, path = path, kind = kind, arg = arg }
     end
 end
 
@@ -849,7 +864,7 @@ function send.create(self, path, data, opts)
     local acl = opts.acl and normalize_acl(opts.acl, "create", 3) or self._acl
     local d, derr, detail = data_arg(self, data, "create", 2, path, acl or NAMED_ACLS.open)
     if derr then
-        return make_future(self, function() return nil, derr, detail end)
+        return failed_future(self, derr, detail)
     end
     local ttl = opts.ttl and floor(opts.ttl * 1000 + 0.5)
     local fut = self:_request(finish_create, "create", path, d, acl, mode, ttl)
@@ -859,8 +874,8 @@ function send.create(self, path, data, opts)
     -- Curator's creatingParentsIfNeeded: try once; on "nonode" create the
     -- ancestors and the node again, all pipelined (one round trip).
     local parent_mode = opts.parents == "container" and C.CONTAINER or 0
-    return make_future(self, function()
-        local r = pack(fut:wait())
+    return composite_future(self, function(_, timeout)
+        local r = pack(fut:wait(timeout))
         if r[1] ~= nil or r[2] ~= "nonode" then
             return unpack(r, 1, r.n)
         end
@@ -899,11 +914,11 @@ local function finish_exists(p)
 end
 
 
-function send.exists(self, path, watch)
+function send.exists(self, path, watch, arg)
     check_path(path, "exists", 1)
     check_fn(watch, "exists", 2)
     local fut = self:_request(finish_exists, "exists", path, watch ~= nil)
-    register_watch(self, fut, watch, path, "exists")
+    register_watch(self, fut, watch, path, "exists", arg)
     return fut
 end
 
@@ -940,7 +955,7 @@ function send.set(self, path, data, version)
     end
     local d, derr, detail = data_arg(self, data, "set", 2, path)
     if derr then
-        return make_future(self, function() return nil, derr, detail end)
+        return failed_future(self, derr, detail)
     end
     return self:_request(finish_set, "set", path, d, check_version(version, "set", 3))
 end
@@ -1035,7 +1050,7 @@ function send.multi(self, ops)
         if data ~= nil then
             local d, derr, detail = data_arg(self, data, "multi", 1, path)
             if derr then
-                return make_future(self, function() return nil, derr, detail end)
+                return failed_future(self, derr, detail)
             end
             data = d
         end
@@ -1073,8 +1088,7 @@ for name, fn in pairs(send) do
     if READS[name] then
         _M[name] = function(self, ...)
             check_self(self, name)
-            local n, args = select("#", ...), { ... }
-            return self:_retrying(function() return fn(self, unpack(args, 1, n)) end)
+            return self:_retrying(fn, ...)
         end
     else
         _M[name] = function(self, ...)
@@ -1093,33 +1107,41 @@ end
 ---@param path string
 ---@param version integer? expected version (-1 or nil: any)
 ---@param persistent boolean? true: keep trying in later sessions too
+local delete_attempt
+
+-- Late handler of a guaranteed delete (static: its context is on the entry).
+local function delete_done(p)
+    local self = p.client
+    local e = errname(p.rc)
+    if p.rc ~= RC_OK and e ~= "nonode" and e ~= "closed" then
+        if retryable[e] or e == "sessionexpired" then
+            self._retry_deletes[p.path] = { p.version, p.persistent, p.dserial }
+        else
+            self._log("error", "delete of " .. p.path .. " failed: " .. e)
+        end
+    end
+end
+
+
+delete_attempt = function(self, path, version, persistent, serial)
+    if self._closed or (not persistent and self._serial ~= serial) then
+        return
+    end
+    local p = send.delete(self, path, version).entry
+    if not p then
+        self._retry_deletes[path] = { version, persistent, serial }  -- no session: once connected
+        return
+    end
+    p.late, p.client, p.path, p.version, p.persistent, p.dserial =
+        delete_done, self, path, version, persistent, serial
+end
+
+
 function _M:delete_guaranteed(path, version, persistent)
     check_self(self, "delete_guaranteed")
     check_path(path, "delete_guaranteed", 1)
     version = check_version(version, "delete_guaranteed", 2)
-    local serial = self._serial
-    local function attempt()
-        if self._closed or (not persistent and self._serial ~= serial) then
-            return
-        end
-        local fut = send.delete(self, path, version)
-        local p = fut.entry
-        if not p then
-            self._retry_deletes[path] = attempt   -- no session now: try once connected
-            return
-        end
-        p.late = function(done)
-            local e = errname(done.rc)
-            if done.rc ~= RC_OK and e ~= "nonode" and e ~= "closed" then
-                if retryable[e] or e == "sessionexpired" then
-                    self._retry_deletes[path] = attempt
-                else
-                    self._log("error", "delete of " .. path .. " failed: " .. e)
-                end
-            end
-        end
-    end
-    attempt()
+    delete_attempt(self, path, version, persistent, self._serial)
     return true
 end
 
@@ -1130,8 +1152,8 @@ function _M:_resend_deletes()
         return
     end
     self._retry_deletes = {}
-    for _, attempt in pairs(retry) do
-        attempt()
+    for path, a in pairs(retry) do
+        delete_attempt(self, path, a[1], a[2], a[3])
     end
 end
 

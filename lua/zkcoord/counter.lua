@@ -33,8 +33,8 @@
 -- saying the outcome is unknown. set() returns that error at once. Never a
 -- blind second write.
 -- Session expiry changes nothing else: the node is persistent.
-local type, error, pairs, tostring, tonumber, setmetatable =
-    type, error, pairs, tostring, tonumber, setmetatable
+local type, error, pairs, tostring, tonumber, setmetatable, getmetatable =
+    type, error, pairs, tostring, tonumber, setmetatable, getmetatable
 local format, match = string.format, string.match
 local random, min = math.random, math.min
 
@@ -64,6 +64,13 @@ local function check_int(v, fname, n, what)
               :format(n, fname, what, type(v) == "number" and format("%.17g", v) or type(v)), 3)
     end
     return v
+end
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a counter (use c:%s(...))"):format(name, name), 3)
+    end
 end
 
 
@@ -107,8 +114,11 @@ function _M.new(client, path, opts)
     if o.max_tries < 1 or o.max_tries % 1 ~= 0 then
         error("bad argument #2 to 'counter' (max_tries must be an integer >= 1)", 2)
     end
-    if not (o.base_delay >= 0 and o.max_delay >= 0) then
-        error("bad argument #2 to 'counter' (delays must be non-negative seconds)", 2)
+    -- finite: a backoff of math.huge would sleep forever after one lost race
+    if not (o.base_delay >= 0 and o.max_delay >= 0 and o.base_delay < 1e9 and o.max_delay < 1e9)
+            or o.max_tries >= 1e9 then
+        error("bad argument #2 to 'counter' (delays must be finite non-negative seconds, "
+              .. "max_tries below 1e9)", 2)
     end
     return setmetatable({
         client = client,
@@ -237,6 +247,7 @@ end
 --- The current value (read from the server; creates the node if missing).
 ---@return integer|nil value, string? err, string? detail
 function _M:get()
+    check_self(self, "get")
     local v, err, detail = self:_read()
     if v == nil then
         return nil, err, detail
@@ -298,6 +309,7 @@ end
 ---@param delta integer? default 1
 ---@return integer|nil value, string? err "timeout" | "invalid" | a ZooKeeper code, string? detail
 function _M:add(delta)
+    check_self(self, "add")
     if delta == nil then
         delta = 1
     end
@@ -334,6 +346,7 @@ end
 ---@param value integer
 ---@return true|nil ok, string? err, string? detail
 function _M:set(value)
+    check_self(self, "set")
     check_int(value, "set", 1, "value")
     local client, path = self.client, self.path
     local stat, err = client:set(path, encode(value))
@@ -365,6 +378,7 @@ end
 ---@param new integer
 ---@return boolean|nil swapped, string? err, string? detail
 function _M:compare_and_set(old, new)
+    check_self(self, "compare_and_set")
     check_int(old, "compare_and_set", 1, "old")
     check_int(new, "compare_and_set", 2, "new")
     local v, err, detail = self:_update(function(cur)
@@ -381,6 +395,7 @@ end
 --- writes tried, and writes that lost a race ("badversion").
 ---@return table stats { adds =, cas_attempts =, cas_failures = }
 function _M:stats()
+    check_self(self, "stats")
     local s = self._stats
     return { adds = s.adds, cas_attempts = s.cas_attempts, cas_failures = s.cas_failures }
 end

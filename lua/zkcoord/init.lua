@@ -37,6 +37,11 @@ local RECIPES = {
 for method, modname in pairs(RECIPES) do
     if client[method] == nil then
         client[method] = function(self, ...)
+            -- client.lock(x, ...) with x not a client: say so, at the caller
+            if getmetatable(self) ~= client.mt then
+                error(("'%s' must be called on a zkcoord client (use client:%s(...))")
+                      :format(method, method), 2)
+            end
             return require(modname).new(self, ...)
         end
     end

@@ -100,6 +100,18 @@ function _M:_position(owner)
 end
 
 
+-- The position of hold `h` was lost (static: no closure per acquire).
+local function hold_lost(reason, h)
+    local self, owner = h.lock, h.owner
+    if self._holds[owner] == h then
+        self._holds[owner] = nil
+    end
+    for _, fn in ipairs(self._lost_fns) do
+        fn(reason, owner)
+    end
+end
+
+
 --- Acquires the lock for the current owner.
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
@@ -127,16 +139,9 @@ function _M:acquire(timeout)
     if not ok then
         return nil, err
     end
-    h = { q = q, count = 1 }
+    h = { q = q, count = 1, lock = self, owner = owner }
     self._holds[owner] = h
-    q:on_lost(function(reason)
-        if self._holds[owner] == h then
-            self._holds[owner] = nil
-        end
-        for _, fn in ipairs(self._lost_fns) do
-            fn(reason, owner)
-        end
-    end)
+    q:on_lost(hold_lost, h)
     return true
 end
 

@@ -47,7 +47,7 @@ do
         local b = f:read(6) or ""
         f:close()
         for i = 1, #b do
-            seed = seed * 256 + b:byte(i)
+            seed = (seed * 256 + b:byte(i)) % 2147483647   -- exact: entropy kept
         end
     end
     math.randomseed(seed % 2147483647)
@@ -194,10 +194,12 @@ function _M:stat()
 end
 
 
---- fn(reason) is called when a position that was through is lost:
+--- fn(reason, arg) is called when a position that was through is lost:
 --- "sessionexpired" (the session ended) or "deleted" (someone removed our node).
-function _M:on_lost(fn)
-    self._lost_fns[#self._lost_fns + 1] = fn
+function _M:on_lost(fn, arg)
+    local fns = self._lost_fns
+    fns[#fns + 1] = fn
+    fns[#fns + 1] = arg == nil and false or arg
 end
 
 
@@ -206,8 +208,9 @@ function _M:_lost(reason)
         return
     end
     self:_forget()
-    for _, fn in ipairs(self._lost_fns) do
-        fn(reason)
+    local fns = self._lost_fns
+    for i = 1, #fns, 2 do
+        fns[i](reason, fns[i + 1])
     end
 end
 
@@ -216,38 +219,45 @@ end
 -- the session, is reported to on_lost. Sent without waiting (no round trip
 -- added), but its reply is not ignored: if ZooKeeper set no watch (the
 -- connection dropped first), the session's end would go unreported.
-function _M:_watch_own()
-    local node, client = self._node, self.client
-    local function fn(ev)
-        if self._node ~= node then
-            return
-        end
-        if ev.type == "deleted" then
-            self:_lost("deleted")
-        elseif ev.type == "session" then
-            self:_lost("sessionexpired")
-        elseif ev.type == "changed" then
-            self:_watch_own()    -- re-arm (data writes, e.g. revocation)
-        end
+-- Both handlers are static functions (no closure per acquire: LuaJIT does
+-- not compile closure creation); their context travels with the request.
+local function own_watch_fired(ev, self)
+    if self._node ~= ev.path then
+        return
     end
-    self._own_watch = fn
-    local fut = client:send("exists", node, fn)
-    if not fut.entry then
+    if ev.type == "deleted" then
+        self:_lost("deleted")
+    elseif ev.type == "session" then
+        self:_lost("sessionexpired")
+    elseif ev.type == "changed" then
+        self:_watch_own()    -- re-arm (data writes, e.g. revocation)
+    end
+end
+
+
+local function own_watch_reply(p)
+    local self, node = p.q, p.node
+    if self._node ~= node or p.rc == 0 then
+        return
+    end
+    local e = errname(p.rc)
+    if e == "nonode" then
+        self:_lost("deleted")          -- gone before the watch was set
+    elseif p.lost or e == "sessionexpired" or e == "closed" then
+        self:_lost("sessionexpired")
+    else
+        self:_rewatch_when_connected(node)
+    end
+end
+
+
+function _M:_watch_own()
+    local node = self._node
+    local p = self.client:send("exists", node, own_watch_fired, self).entry
+    if not p then
         return self:_rewatch_when_connected(node)
     end
-    fut.entry.late = function(p)
-        if self._node ~= node or p.rc == 0 then
-            return
-        end
-        local e = errname(p.rc)
-        if e == "nonode" then
-            self:_lost("deleted")          -- gone before the watch was set
-        elseif p.lost or e == "sessionexpired" or e == "closed" then
-            self:_lost("sessionexpired")
-        else
-            self:_rewatch_when_connected(node)
-        end
-    end
+    p.late, p.q, p.node = own_watch_reply, self, node
 end
 
 
@@ -338,6 +348,13 @@ function _M:_find_own(prefix)
 end
 
 
+local function delete_late_create(p)
+    if p.rc == 0 and p.value then
+        p.client:delete_guaranteed(p.value)
+    end
+end
+
+
 --- Step 1: create our node, listing the parent in the same round trip.
 function _M:_create(deadline)
     local client = self.client
@@ -351,11 +368,7 @@ function _M:_create(deadline)
         local fl = client:send("children", self.path)
         if fc.entry then
             -- A reply that arrives after we gave up: delete what it created.
-            fc.entry.late = function(p)
-                if p.rc == 0 and p.value then
-                    client:delete_guaranteed(p.value)
-                end
-            end
+            fc.entry.late, fc.entry.client = delete_late_create, client
         end
         local node, stat = fc:wait(self:_reply_wait(deadline))
         local names = fl:wait(self:_reply_wait(deadline))

@@ -48,7 +48,8 @@
 -- at once and on_lost callbacks run, for each lock object separately.
 local lock = require "zkcoord.lock"
 
-local type, error, pairs, tostring, setmetatable = type, error, pairs, tostring, setmetatable
+local type, error, pairs, tostring, setmetatable, getmetatable =
+    type, error, pairs, tostring, setmetatable, getmetatable
 
 local _M = { _VERSION = "0.1.0" }
 local mt = { __index = _M }
@@ -150,10 +151,18 @@ function _M.new(client, path, opts)
 end
 
 
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a rwlock (use rw:%s())"):format(name, name), 3)
+    end
+end
+
+
 --- The shared side: held by many owners at once, never with a writer.
 --- Always the same object for this rwlock.
 ---@return table lock a zkcoord.lock (acquire, release, held, token, count, node, on_lost)
 function _M:read_lock()
+    check_self(self, "read_lock")
     return self._read
 end
 
@@ -162,6 +171,7 @@ end
 --- Always the same object for this rwlock.
 ---@return table lock a zkcoord.lock; acquire() raises if the owner holds the read lock
 function _M:write_lock()
+    check_self(self, "write_lock")
     return self._write
 end
 
@@ -170,6 +180,7 @@ end
 --- { name =, path =, seq =, marker = "__READ__" | "__WRIT__" | "downgrade-__READ__" }.
 ---@return table[]|nil entries, string? err
 function _M:contenders()
+    check_self(self, "contenders")
     return self._write:contenders()
 end
 

@@ -265,10 +265,17 @@ end
 -- ---------------------------------------------------------------------------
 -- Leases.
 
+local function check_lease(self, name)
+    if getmetatable(self) ~= lease_mt then
+        error(("'%s' must be called on a lease (use lease:%s())"):format(name, name), 3)
+    end
+end
+
 --- Gives the lease back (the node is deleted without waiting, ordered
 --- before this session's next request, retried until done).
 ---@return true|nil ok, string? err "notheld" (released already) | "lost"
 function Lease:release()
+    check_lease(self, "release")
     local q = self._q
     if not q then
         return nil, "notheld"
@@ -285,6 +292,7 @@ end
 
 --- Is the lease held, in a live session?
 function Lease:held()
+    check_lease(self, "held")
     local q = self._q
     return q ~= nil and q:is_through()
 end
@@ -292,6 +300,7 @@ end
 
 --- The path of the lease node.
 function Lease:node()
+    check_lease(self, "node")
     local q = self._q
     return q and q:node()
 end
@@ -299,6 +308,7 @@ end
 
 --- fn(reason) runs when a held lease is lost: "sessionexpired" or "deleted".
 function Lease:on_lost(fn)
+    check_lease(self, "on_lost")
     if type(fn) ~= "function" then
         error("bad argument #1 to 'on_lost' (function expected)", 2)
     end

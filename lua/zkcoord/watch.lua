@@ -170,6 +170,9 @@ end
 
 --- Is the watch still running (not cancelled)?
 function _M:is_active()
+    if getmetatable(self) ~= mt then
+        error("'is_active' must be called on a watch (use w:is_active())", 2)
+    end
     return not self._cancelled
 end
 
