@@ -70,7 +70,7 @@ describe("sessions #zk", function()
 
     it("survives a server restart with its session", function()
         local srv = assert(zkserver.start({ tick_time = 500 }))
-        local c = zk.client { servers = srv.hosts, session_timeout = 6 }
+        local c = zk.client { servers = srv.hosts, session_timeout = 10 }  -- the most tickTime 500 allows: a slow restart under load
         c:create("/eph", "x", { ephemeral = true })
         local sid = c:session_id()
         srv:stop()

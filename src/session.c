@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,23 @@ typedef struct session {
     zhandle_t *zh;
     session_ctx *ctx;
     pid_t pid;
+    unsigned fork_gen;   /* fork_generation when opened */
 } session;
+
+/* Bumped in every child after fork (pthread_atfork): comparing it costs no
+ * syscall, unlike getpid() on every request. */
+static volatile unsigned fork_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    fork_generation++;
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, on_fork_child);
+}
 
 #define SESSION_MT "zkcoord.session"
 
@@ -190,7 +207,7 @@ static void done_acl(int rc, struct ACL_vector *acl, struct Stat *st, const void
 static session *check_session(lua_State *L)
 {
     session *s = luaL_checkudata(L, 1, SESSION_MT);
-    if (s->zh && s->pid != getpid())
+    if (s->zh && s->fork_gen != fork_generation)
         luaL_error(L, "zkcoord: this session was opened by process %d and cannot be used "
                       "by process %d after fork(); open sessions after fork "
                       "(init_worker_by_lua, never init_by_lua)", (int)s->pid, (int)getpid());
@@ -566,7 +583,7 @@ static void session_destroy(session *s)
 {
     if (!s->zh)
         return;
-    if (s->pid == getpid()) {
+    if (s->fork_gen == fork_generation) {
         /* Runs outstanding completions with ZCLOSING on this thread: they push
          * to the queue, whose mutex we do not hold. */
         zookeeper_close(s->zh);
@@ -627,7 +644,9 @@ int session_open(lua_State *L)
     ctx->serial = serial;
     queue_ref(q);
     s->ctx = ctx;
+    pthread_once(&atfork_once, register_atfork);
     s->pid = getpid();
+    s->fork_gen = fork_generation;
     errno = 0;
     s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
     if (!s->zh) {

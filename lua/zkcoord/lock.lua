@@ -135,13 +135,18 @@ function _M:acquire(timeout)
         self:_before_acquire(owner)
     end
     local q = self:_position(owner)
+    h = { q = q, count = 1, lock = self, owner = owner }
+    if #self._lost_fns > 0 then
+        h.watched = true
+        -- Only then is the node watched (one request per grant): held()
+        -- notices a lost session by itself, a deleted node needs the watch.
+        q:on_lost(hold_lost, h)
+    end
     local ok, err = q:enter(timeout)
     if not ok then
         return nil, err
     end
-    h = { q = q, count = 1, lock = self, owner = owner }
     self._holds[owner] = h
-    q:on_lost(hold_lost, h)
     return true
 end
 
@@ -208,6 +213,13 @@ function _M:on_lost(fn)
         error("bad argument #1 to 'on_lost' (function expected)", 2)
     end
     self._lost_fns[#self._lost_fns + 1] = fn
+    -- Holds granted before: watch their nodes from now on.
+    for _, h in pairs(self._holds) do
+        if not h.watched then
+            h.watched = true
+            h.q:on_lost(hold_lost, h)
+        end
+    end
     return fn
 end
 

@@ -196,10 +196,19 @@ end
 
 --- fn(reason, arg) is called when a position that was through is lost:
 --- "sessionexpired" (the session ended) or "deleted" (someone removed our node).
+--- The watch on our node that notices a delete is set only while someone
+--- listens (a request per grant saved otherwise): register before enter(),
+--- or it is set now if we are through already.
 function _M:on_lost(fn, arg)
     local fns = self._lost_fns
+    if arg == nil then
+        arg = false    -- keep the fn/arg pairs dense
+    end
     fns[#fns + 1] = fn
-    fns[#fns + 1] = arg == nil and false or arg
+    fns[#fns + 1] = arg
+    if #fns == 2 and self._through and self._node then
+        self:_watch_own()
+    end
 end
 
 
@@ -458,7 +467,9 @@ function _M:enter(timeout)
                 local verdict = self.rule(entries, me, self)
                 if verdict == true then
                     self._through = true
-                    self:_watch_own()
+                    if #self._lost_fns > 0 then
+                        self:_watch_own()
+                    end
                     return true
                 end
                 local left = remaining(deadline)
