@@ -70,7 +70,8 @@ describe("sessions #zk", function()
 
     it("survives a server restart with its session", function()
         local srv = assert(zkserver.start({ tick_time = 500 }))
-        local c = zk.client { servers = srv.hosts, session_timeout = 10 }  -- the most tickTime 500 allows: a slow restart under load
+        -- 10 s: the most tickTime 500 allows, for a slow restart under load
+        local c = zk.client { servers = srv.hosts, session_timeout = 10 }
         c:create("/eph", "x", { ephemeral = true })
         local sid = c:session_id()
         srv:stop()
