@@ -1,0 +1,204 @@
+"""kazoo_bench.py: the kazoo (Python) peer for bench/run.lua.
+
+    python3 kazoo_bench.py SCENARIO HOSTS PATH DURATION_S [EXTRA]
+
+Prints one line of key=value pairs. Uses kazoo's own recipes with their
+defaults, as a kazoo user would: Lock, ReadLock/WriteLock, Counter (whose
+retries go through the client's command retry: 0.1 s first delay, doubling,
++-40% jitter). On kazoo < 2.9 the ReadLock gets upstream's deadlock fix
+(see FixedReadLock): without it the rwlock row deadlocks within a second. Scenarios and the BENCH_SYNC / BENCH_ID / BENCH_WARMUP
+environment contract: see bench/run.lua.
+"""
+import faulthandler
+import logging
+import os
+import random
+import re
+import signal
+import sys
+import time
+
+import kazoo.version
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+from kazoo.recipe.counter import Counter
+from kazoo.recipe.lock import Lock, ReadLock, WriteLock
+from kazoo.retry import ForceRetryError
+
+
+class CountingCounter(Counter):
+    """kazoo's Counter, counting the compare-and-sets that lost a race
+    (each one raises ForceRetryError into the client's retry loop)."""
+
+    failed_cas = 0
+
+    def _inner_change(self, value):
+        try:
+            return Counter._inner_change(self, value)
+        except ForceRetryError:
+            CountingCounter.failed_cas += 1
+            raise
+
+
+class FixedReadLock(ReadLock):
+    """kazoo 2.8's ReadLock with upstream's fix for its deadlock
+    (python-zk/kazoo#649, fixed by #650): its own __rlock__ node does not
+    match its contenders pattern (__lock__ only), so a reader waits for the
+    LAST writer in line, even one queued after it, which waits for the
+    reader. Here only lower nodes count, as in ZooKeeper's shared-lock
+    recipe; the round trips are kazoo's."""
+
+    def _get_predecessor(self, node):
+        children = self.client.get_children(self.path)
+        if node not in children:
+            raise ForceRetryError()
+        mine = int(re.search(r"(-?\d{10})$", node).group(1))
+        best, predecessor = None, None
+        for child in children:
+            m = self._contenders_re.search(child)
+            if m is not None:
+                seq = int(m.group(1))
+                if seq < mine and (best is None or seq > best):
+                    best, predecessor = seq, child
+        return predecessor
+
+
+def kazoo_needs_readlock_fix():
+    v = tuple(int(x) for x in re.findall(r"\d+", kazoo.version.__version__)[:2])
+    return v < (2, 9)
+
+
+def rss():
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line[:5]] = int(line.split()[1])
+    return out.get("VmRSS", 0), out.get("VmHWM", 0)
+
+
+def barrier():
+    """The driver's start barrier; returns the monotonic start time."""
+    d = os.environ.get("BENCH_SYNC")
+    if not d:
+        return time.monotonic()
+    with open(os.path.join(d, "ready." + os.environ.get("BENCH_ID", "0")), "w"):
+        pass
+    go = os.path.join(d, "go")
+    deadline = time.monotonic() + 300
+    start = None
+    while time.monotonic() < deadline:
+        try:
+            with open(go) as f:
+                start = float(f.read().strip())
+            break
+        except (OSError, ValueError):
+            time.sleep(0.002)
+    if start is not None:
+        delay = start - time.time()
+        if delay > 0:
+            time.sleep(delay)
+    return time.monotonic()
+
+
+def pct(lat, p):
+    if not lat:
+        return 0.0
+    return lat[int(p * (len(lat) - 1) + 0.5)] * 1000.0
+
+
+def main():
+    if len(sys.argv) < 5:
+        sys.stderr.write("usage: kazoo_bench.py SCENARIO HOSTS PATH DURATION_S [EXTRA]\n")
+        return 2
+    scen, hosts, path, duration = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+    extra = sys.argv[5] if len(sys.argv) > 5 else None
+    if scen not in ("lock_uncontended", "lock_contended", "rwlock", "counter", "hold"):
+        print("error=unsupported_scenario")
+        return 3
+    read_pct = int(extra) if scen == "rwlock" and extra else 90
+    warmup = float(os.environ.get("BENCH_WARMUP", "0.5"))
+    logging.basicConfig(level=logging.ERROR)
+    # kill -USR1 <pid> dumps every thread's stack to stderr (for a hang).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    zk = KazooClient(hosts=hosts, timeout=10.0)
+    zk.start(timeout=30)
+
+    if scen == "hold":
+        lock = Lock(zk, path)
+        lock.acquire()
+        time.sleep(0.5)
+        r, h = rss()
+        print("rss_kb=%d hwm_kb=%d" % (r, h))
+        sys.stdout.flush()
+        zk.stop()
+        zk.close()
+        return 0
+
+    rng = random.Random(os.getpid())
+    patched = scen == "rwlock" and kazoo_needs_readlock_fix()
+    stats = {"reads": 0, "writes": 0}
+
+    def loop(p, end, measure, lat):
+        ops = 0
+        if scen == "counter":
+            counter = CountingCounter(zk, p, default=0)
+        elif scen == "rwlock":
+            rl = (FixedReadLock if patched else ReadLock)(zk, p)
+            wl = WriteLock(zk, p)
+        else:
+            lock = Lock(zk, p)
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            if scen == "counter":
+                counter += 1
+            else:
+                if scen == "rwlock":
+                    is_read = rng.randrange(100) < read_pct
+                    lk = rl if is_read else wl
+                    stats["reads" if is_read else "writes"] += 1
+                else:
+                    lk = lock
+                lk.acquire()
+                lk.release()     # the critical section is empty
+            t1 = time.monotonic()
+            if t1 <= end:
+                ops += 1
+                if measure:
+                    lat.append(t1 - t0)
+        return ops
+
+    try:
+        zk.create(path, b"0" if scen == "counter" else b"")
+    except NodeExistsError:
+        pass
+    if warmup > 0:
+        loop("%s-warm-%s" % (path, os.environ.get("BENCH_ID", "0")),
+             time.monotonic() + warmup, False, None)
+        stats["reads"] = stats["writes"] = 0
+        CountingCounter.failed_cas = 0
+
+    lat = []
+    t0 = barrier()
+    ops = loop(path, t0 + duration, True, lat)
+    t1 = min(time.monotonic(), t0 + duration)
+    lat.sort()
+    r, h = rss()
+    line = "ops=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f" % (
+        ops, t1 - t0, ops / (t1 - t0), pct(lat, 0.5), pct(lat, 0.99))
+    if scen == "counter":
+        line += " failed_cas=%d" % CountingCounter.failed_cas
+    if scen == "rwlock":
+        line += " reads=%d writes=%d patched_readlock=%d" % (
+            stats["reads"], stats["writes"], 1 if patched else 0)
+    line += " rss_kb=%d hwm_kb=%d" % (r, h)
+    print(line)
+    sys.stdout.flush()
+    zk.stop()
+    zk.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

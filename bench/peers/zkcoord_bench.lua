@@ -1,0 +1,280 @@
+-- zkcoord_bench.lua: the zkcoord peer for bench/run.lua, on zkcoord's public
+-- API only (connect, client:lock, client:rwlock, client:counter).
+--
+--   luajit bench/peers/zkcoord_bench.lua SCENARIO HOSTS PATH DURATION_S [EXTRA]
+--
+-- Prints one line of key=value pairs. Scenarios and the BENCH_SYNC /
+-- BENCH_ID / BENCH_WARMUP environment contract: see bench/run.lua.
+--
+-- counter_coroutines (zkcoord only): EXTRA coroutines (default 32) of this
+-- one process share one counter object and loop add(1), scheduled round
+-- robin. With the default (blocking) waiter an add() never yields: it
+-- blocks the whole process until its reply, so the coroutines take turns
+-- and at most one add is in flight: the figure measures the API's
+-- coroutine support as it is today, not a combining counter.
+local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+package.cpath = root .. "/lua/?.so;" .. package.cpath
+
+local ffi = require "ffi"
+local zkcoord = require "zkcoord"
+
+local now = zkcoord.now
+
+if not pcall(ffi.typeof, "struct zkb_timespec") then
+    ffi.cdef [[
+    struct zkb_timespec { long tv_sec; long tv_nsec; };
+    int zkb_clock_gettime(int, struct zkb_timespec *) __asm__("clock_gettime");
+    ]]
+end
+local ts = ffi.new("struct zkb_timespec")
+local function wall()
+    ffi.C.zkb_clock_gettime(0, ts)   -- CLOCK_REALTIME
+    return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+
+local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = true,
+                    counter = true, counter_coroutines = true, hold = true }
+
+local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
+if not (scen and hosts and path and duration) then
+    io.stderr:write("usage: zkcoord_bench.lua SCENARIO HOSTS PATH DURATION_S [EXTRA]\n")
+    os.exit(2)
+end
+if not SCENARIOS[scen] then
+    print("error=unsupported_scenario")
+    os.exit(3)
+end
+local read_pct = scen == "rwlock" and tonumber(extra) or 90
+local ncoroutines = scen == "counter_coroutines" and tonumber(extra) or 32
+local warmup = tonumber(os.getenv("BENCH_WARMUP") or "0.5")
+local id = os.getenv("BENCH_ID") or "0"
+
+
+local function rss()
+    local f = assert(io.open("/proc/self/status"))
+    local text = f:read("*a")
+    f:close()
+    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0, tonumber(text:match("VmHWM:%s*(%d+)")) or 0
+end
+
+
+local function die(what, err)
+    print(("error=%s:%s"):format(what, tostring(err)))
+    io.stdout:flush()
+    os.exit(1)
+end
+
+
+-- Acquires pass a (long) timeout. NOTE: acquire() with no timeout that has
+-- to wait livelocks today: Event:wait(nil) hands math.huge to the core's
+-- queue_wait(), (time_t)inf makes pthread_cond_timedwait fail with EINVAL at
+-- once, and that loop spins holding the queue mutex, so the ZooKeeper
+-- thread can never deliver the watch event. A finite timeout takes the same
+-- code path otherwise (only a deadline is computed).
+local ACQUIRE_TIMEOUT = 600
+
+local c, cerr = zkcoord.connect { servers = hosts, session_timeout = 10, connect_timeout = 30 }
+if not c then
+    die("connect", cerr)
+end
+local waiter = c:waiter()
+
+
+--- The driver's start barrier; returns the monotonic start time.
+local function barrier()
+    local dir = os.getenv("BENCH_SYNC")
+    if not dir or dir == "" then
+        return now()
+    end
+    local f = assert(io.open(dir .. "/ready." .. id, "w"))
+    f:close()
+    local deadline, start = now() + 300, nil
+    while now() < deadline do
+        f = io.open(dir .. "/go")
+        if f then
+            start = tonumber(f:read("*a"))
+            f:close()
+            if start then
+                break
+            end
+        end
+        waiter:sleep(0.002)
+    end
+    if start and start > wall() then
+        waiter:sleep(start - wall())
+    end
+    return now()
+end
+
+
+if scen == "hold" then
+    local lock = c:lock(path)
+    local ok, err = lock:acquire(30)
+    if not ok then
+        die("acquire", err)
+    end
+    waiter:sleep(0.5)
+    print(("rss_kb=%d hwm_kb=%d"):format(rss()))
+    io.stdout:flush()
+    c:close()
+    os.exit(0)
+end
+
+
+local lat, nlat = {}, 0
+local reads, writes = 0, 0
+local counter_objs = {}
+-- math.random is seeded from /dev/urandom by zkcoord.queue (node names need it).
+
+
+-- One cycle of the scenario on the given objects; returns true when done.
+local function make_cycle(p)
+    if scen == "counter" or scen == "counter_coroutines" then
+        local ctr = c:counter(p)
+        counter_objs[#counter_objs + 1] = ctr
+        return function()
+            local v, err = ctr:add(1)
+            if v == nil then
+                die("add", err)
+            end
+        end
+    elseif scen == "rwlock" then
+        local rw = c:rwlock(p)
+        local r, w = rw:read_lock(), rw:write_lock()
+        return function()
+            local l
+            if math.random(100) <= read_pct then
+                l, reads = r, reads + 1
+            else
+                l, writes = w, writes + 1
+            end
+            local ok, err = l:acquire(ACQUIRE_TIMEOUT)
+            if not ok then
+                die("acquire", err)
+            end
+            l:release()        -- the critical section is empty
+        end
+    else
+        local lock = c:lock(p)
+        return function()
+            local ok, err = lock:acquire(ACQUIRE_TIMEOUT)
+            if not ok then
+                die("acquire", err)
+            end
+            lock:release()     -- the critical section is empty
+        end
+    end
+end
+
+
+-- Loops `cycle` until `end_t`; counts (and times) cycles done by then.
+local function loop(cycle, end_t, measure)
+    local ops = 0
+    while now() < end_t do
+        local t0 = now()
+        cycle()
+        local t1 = now()
+        if t1 <= end_t then
+            ops = ops + 1
+            if measure then
+                nlat = nlat + 1
+                lat[nlat] = t1 - t0
+            end
+        end
+    end
+    return ops
+end
+
+
+-- counter_coroutines: n coroutines on one shared counter, round robin.
+local function loop_coroutines(cycle, end_t, measure, n)
+    local ops = 0
+    local cos = {}
+    for i = 1, n do
+        cos[i] = coroutine.create(function()
+            while now() < end_t do
+                local t0 = now()
+                cycle()
+                local t1 = now()
+                if t1 <= end_t then
+                    ops = ops + 1
+                    if measure then
+                        nlat = nlat + 1
+                        lat[nlat] = t1 - t0
+                    end
+                end
+                coroutine.yield()
+            end
+        end)
+    end
+    local alive = n
+    while alive > 0 do
+        alive = 0
+        for i = 1, n do
+            local co = cos[i]
+            if coroutine.status(co) == "suspended" then
+                local ok, err = coroutine.resume(co)
+                if not ok then
+                    die("coroutine", err)
+                end
+                if coroutine.status(co) ~= "dead" then
+                    alive = alive + 1
+                end
+            end
+        end
+    end
+    return ops
+end
+
+
+local function run(p, end_t, measure)
+    local cycle = make_cycle(p)
+    if scen == "counter_coroutines" then
+        return loop_coroutines(cycle, end_t, measure, ncoroutines)
+    end
+    return loop(cycle, end_t, measure)
+end
+
+
+local ok, err = c:create(path, scen:match("^counter") and "0" or nil)
+if not ok and err ~= "nodeexists" then
+    die("create", err)
+end
+if warmup > 0 then
+    local wp = path .. "-warm-" .. id
+    run(wp, now() + warmup, false)
+    reads, writes = 0, 0
+    counter_objs = {}
+end
+
+local t0 = barrier()
+local ops = run(path, t0 + duration, true)
+local t1 = math.min(now(), t0 + duration)
+table.sort(lat)
+local function pct(p)
+    if nlat == 0 then
+        return 0
+    end
+    return lat[math.floor(p * (nlat - 1) + 0.5) + 1] * 1000
+end
+local parts = { ("ops=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f"):format(
+    ops, t1 - t0, ops / (t1 - t0), pct(0.5), pct(0.99)) }
+if scen:match("^counter") then
+    local failed = 0
+    for _, ctr in ipairs(counter_objs) do
+        failed = failed + ctr:stats().cas_failures
+    end
+    parts[#parts + 1] = ("failed_cas=%d"):format(failed)
+end
+if scen == "counter_coroutines" then
+    parts[#parts + 1] = ("coroutines=%d waiter=%s"):format(ncoroutines, waiter.name or "?")
+end
+if scen == "rwlock" then
+    parts[#parts + 1] = ("reads=%d writes=%d"):format(reads, writes)
+end
+parts[#parts + 1] = ("rss_kb=%d hwm_kb=%d"):format(rss())
+print(table.concat(parts, " "))
+io.stdout:flush()
+c:close()
+os.exit(0)
