@@ -57,6 +57,8 @@ int main(int argc, char **argv)
     window = atol(argv[5]);
     zoo_set_debug_level((ZooLogLevel)0);
     zh = zookeeper_init(argv[1], watcher, 10000, NULL, NULL, 0);
+    /* the same host re-resolution window zkcoord uses (60 s) */
+    zoo_set_servers_resolution_delay(zh, 60000);
     pthread_mutex_lock(&mu);
     while (!connected)
         pthread_cond_wait(&cv, &mu);
