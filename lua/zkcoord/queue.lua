@@ -357,9 +357,87 @@ function _M:_find_own(prefix)
 end
 
 
+-- A create whose outcome we will never learn (its reply was lost to a
+-- connection loss, or we had stopped waiting and the reply then was a
+-- connection loss) may have made our node: nobody knows its name, and it
+-- would block every other contender until our session ends. Find it by its
+-- uuid prefix once connected again in the same session, and delete it if
+-- our session owns it (Curator's findAndDeleteProtectedNodeInBackground).
+-- Asynchronous (it may start from a late-reply callback, which must not
+-- block); tried again at every state change until one listing succeeds or
+-- the session ends (its ephemeral nodes go with it). Rare: a closure here
+-- costs nothing on the hot path.
+local UNKNOWN_OUTCOME = { connectionloss = true, operationtimeout = true }
+
+function _M:_delete_by_prefix(prefix, serial)
+    local client, parent = self.client, self.path
+    local base = parent == "/" and "" or parent
+    local listener, busy, done = nil, false, false
+    local try
+    local function finish()
+        done = true
+        if listener then
+            client:remove_listener(listener)
+            listener = nil
+        end
+    end
+    local function listed(names, err)
+        if not names then
+            busy = false
+            if err == "nonode" then
+                return finish()
+            end
+            return try()    -- after a loss: again once connected (the listener)
+        end
+        -- Ours only if our session owns it (a uuid is random, not unique).
+        local left, failed = 1, false
+        local function one_done()
+            left = left - 1
+            if left == 0 then
+                busy = false
+                if failed then try() else finish() end
+            end
+        end
+        for _, name in ipairs(names) do
+            if sub(name, 1, #prefix) == prefix then
+                local path = base .. "/" .. name
+                left = left + 1
+                client:send("exists", path):on_done(function(stat, serr)
+                    if stat and client._serial == serial
+                            and stat.ephemeral_owner == client:session_id() then
+                        client:delete_guaranteed(path)
+                    elseif stat == nil and serr ~= "nonode" then
+                        failed = true
+                    end
+                    one_done()
+                end)
+            end
+        end
+        one_done()
+    end
+    try = function()
+        if done or busy then
+            return
+        end
+        if client._closed or client._serial ~= serial then
+            return finish()
+        end
+        if client._state ~= "connected" then
+            return    -- again at the next state change
+        end
+        busy = true
+        client:send("children", parent):on_done(listed)
+    end
+    listener = client:on_state(function() try() end)
+    try()
+end
+
+
 local function delete_late_create(p)
     if p.rc == 0 and p.value then
         p.client:delete_guaranteed(p.value)
+    elseif not p.lost and UNKNOWN_OUTCOME[errname(p.rc)] then
+        p.q:_delete_by_prefix(p.prefix, p.serial)
     end
 end
 
@@ -375,9 +453,12 @@ function _M:_create(deadline)
         local fc = client:send("create", base .. "/" .. prefix .. self.marker, self.data,
                                { ephemeral = true, sequential = true })
         local fl = client:send("children", self.path)
-        if fc.entry then
-            -- A reply that arrives after we gave up: delete what it created.
-            fc.entry.late, fc.entry.client = delete_late_create, client
+        local serial = client._serial
+        local e = fc.entry
+        if e then
+            -- A reply that arrives after we gave up: delete what it created,
+            -- or what it may have created when the reply was lost.
+            e.late, e.client, e.q, e.prefix = delete_late_create, client, self, prefix
         end
         local node, stat = fc:wait(self:_reply_wait(deadline))
         local names = fl:wait(self:_reply_wait(deadline))
@@ -398,11 +479,11 @@ function _M:_create(deadline)
             return nil, "timeout"
         elseif err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
             local left = remaining(deadline)
-            if left == 0 then
-                return nil, "timeout"
-            end
-            if not client:_wait_state(function(st) return st == "connected" or st == "closed" end,
-                                      left) then
+            if left == 0 or not client:_wait_state(function(st)
+                        return st == "connected" or st == "closed" end, left) then
+                if err ~= "sessionexpired" then
+                    self:_delete_by_prefix(prefix, serial)   -- it may exist
+                end
                 return nil, "timeout"
             end
             if err ~= "sessionexpired" then
@@ -411,6 +492,8 @@ function _M:_create(deadline)
                     self._node, self._stat, self._serial = path, fstat, client._serial
                     self._name = match(path, "[^/]+$")
                     return true, fnames
+                elseif path == nil then
+                    self:_delete_by_prefix(prefix, serial)   -- could not look: it may exist
                 end
             end
             prefix = "_c_" .. _M.uuid() .. "-"
