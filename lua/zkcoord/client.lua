@@ -90,8 +90,15 @@ local function check_path(path, fname, n, sequential)
     if len > 1 and byte(path, len) == 47 and not sequential then
         argerror(n or 1, fname, "path must not end with '/': " .. path, 2)
     end
-    if find(path, "\0", 1, true) then
-        argerror(n or 1, fname, "path must not contain NUL", 2)
+    if find(path, "%c") then
+        -- ZooKeeper refuses control characters; libzookeeper's multi even
+        -- frees memory it never allocated on one (a crash, found by fuzzing).
+        argerror(n or 1, fname, "path must not contain NUL or control characters", 2)
+    end
+    if sequential and path == "/" then
+        -- Under a chroot libzookeeper would create <chroot><seq> beside the
+        -- namespace, outside it (found by fuzzing).
+        argerror(n or 1, fname, "a sequential node needs a name prefix, not '/'", 2)
     end
     if find(path, "//", 1, true) then
         argerror(n or 1, fname, "path must not contain empty segments: " .. path, 2)
@@ -179,13 +186,16 @@ local function normalize_acl(acl, fname, n)
         end
         local perms = e.perms
         if type(perms) == "string" then
-            local bits = 0
+            local bits, seen = 0, {}
             for ch in perms:gmatch(".") do
                 local b = PERM_BITS[ch]
                 if not b then
                     argerror(n, fname, "unknown permission '" .. ch .. "' (use r w c d a)", 3)
                 end
-                bits = bits + b
+                if not seen[ch] then    -- "rr" is read, not write (bits do not add up twice)
+                    seen[ch] = true
+                    bits = bits + b
+                end
             end
             perms = bits
         elseif type(perms) ~= "number" or perms % 1 ~= 0 or perms < 0 or perms > 31 then

@@ -81,7 +81,25 @@ function _M.new(client, parent, opts)
         error("bad argument #3 to 'queue.new' (opts with a string marker and a rule function)", 2)
     end
     client.check_path(parent, "queue.new", 2)
+    if opts.marker == "" then
+        error("bad argument #3 to 'queue.new' (marker must not be empty)", 2)
+    end
     local markers = opts.markers or { opts.marker }
+    if type(markers) ~= "table" then
+        error("bad argument #3 to 'queue.new' (markers must be an array of strings)", 2)
+    end
+    local found = false
+    for _, m in ipairs(markers) do
+        if type(m) ~= "string" or m == "" then
+            error("bad argument #3 to 'queue.new' (markers must be non-empty strings)", 2)
+        end
+        found = found or m == opts.marker
+    end
+    if not found then
+        -- Our own node would never be recognised: enter() would create
+        -- nodes for ever (found by fuzzing).
+        error("bad argument #3 to 'queue.new' (opts.marker must be one of opts.markers)", 2)
+    end
     local patterns = {}
     for i, m in ipairs(markers) do
         -- greedy .* takes the LAST marker, as Curator's sorter does
