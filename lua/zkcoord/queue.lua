@@ -162,6 +162,30 @@ function _M:entries()
 end
 
 
+--- The data of every participant, in line order (the list, then every
+--- participant's data in one pipelined round trip). A participant that
+--- left meanwhile is skipped.
+---@return string[]|nil data, string? err
+function _M:participants()
+    local client = self.client
+    local entries, err = self:entries()
+    if not entries then
+        return nil, err
+    end
+    local fs, out = {}, {}
+    for i, e in ipairs(entries) do
+        fs[i] = client:send("get", e.path)
+    end
+    for _, f in ipairs(fs) do
+        local data = f:wait()
+        if data then
+            out[#out + 1] = data
+        end
+    end
+    return out
+end
+
+
 local function index_of(entries, name)
     for i, e in ipairs(entries) do
         if e.name == name then

@@ -242,23 +242,8 @@ end
 ---@return string[]|nil data, string? err
 function _M:participants()
     check_self(self, "participants")
-    local client = self.client
-    local probe = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first })
-    local entries, err = probe:entries()
-    if not entries then
-        return nil, err
-    end
-    local fs, out = {}, {}
-    for i, e in ipairs(entries) do
-        fs[i] = client:send("get", e.path)
-    end
-    for _, f in ipairs(fs) do
-        local data = f:wait()
-        if data then
-            out[#out + 1] = data
-        end
-    end
-    return out
+    return queue.new(self.client, self.path, { marker = MARKER, rule = queue.rule_first })
+               :participants()
 end
 
 
