@@ -68,18 +68,45 @@ describe("sessions #zk", function()
         proxy:stop()
     end)
 
+    it("removes a watch while disconnected (local removal) without harm", function()
+        local port = port_of(zk.hosts())
+        local proxy = assert(tcpproxy.start("127.0.0.1", port))
+        local c = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        c:create("/rw")
+        local fired = false
+        local fn = function() fired = true end
+        for _ = 1, 5 do c:get("/rw", fn) end
+        proxy:blackhole()
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 6, c))
+        assert.equal(5, c:remove_watches("/rw", fn))
+        c:dispatch(0.1)
+        assert.equal(0, c:stats().watches)
+        assert.equal(0, c:stats().pending)
+        proxy:pass()
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        zk.admin():set(root .. "/rw", "x")
+        c:dispatch(0.3)
+        assert.is_false(fired)
+        c:close()
+        proxy:stop()
+    end)
+
     it("survives a server restart with its session", function()
         local srv = assert(zkserver.start({ tick_time = 500 }))
         -- 10 s: the most tickTime 500 allows, for a slow restart under load
         local c = zk.client { servers = srv.hosts, session_timeout = 10 }
         c:create("/eph", "x", { ephemeral = true })
         local sid = c:session_id()
+        local states = {}
+        c:on_state(function(new) states[#states + 1] = new end)
+        -- Restart at once: waiting for the client to notice would spend most
+        -- of the session timeout before the server is even back.
         srv:stop()
-        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 6, c))
         assert.truthy(srv:start())
         assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 15, c))
         assert.equal(sid, c:session_id())
         assert.equal("x", (c:get("/eph")))
+        assert.same({ "suspended", "connected" }, states)
         c:close()
         srv:destroy()
     end)

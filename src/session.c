@@ -437,8 +437,19 @@ static int session_remove_watch(lua_State *L)
         return 2;
     luaL_argcheck(L, kind == ZWATCHTYPE_CHILD || kind == ZWATCHTYPE_DATA, 3, "bad watch kind");
     r = new_request(L, s, OP_REMOVE_WATCH);
+    if (local) {
+        /* libzookeeper 3.8's async local removal hands our `data` to
+         * notify_sync_completion() as if it were a sync completion (memory
+         * corruption, and the completion never runs). The sync call is
+         * local too (no network, no wait): complete the record ourselves. */
+        r->rc = zoo_remove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
+                                   (void *)(intptr_t)id, 1);
+        queue_push(r->queue, r);
+        lua_pushnumber(L, r->id);
+        return 1;
+    }
     return submitted(L, r, zoo_aremove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
-                                               (void *)(intptr_t)id, local,
+                                               (void *)(intptr_t)id, 0,
                                                (void_completion_t *)done_void, r));
 }
 
