@@ -105,3 +105,40 @@ describe("lock ghost nodes after a lost create reply #zk", function()
         settle_and_check()
     end)
 end)
+
+
+-- Also found by the chaos run: a guaranteed delete whose failure (connection
+-- loss) is handled after the reconnect was, in the same drain of the queue,
+-- waited for the next reconnect: the lock node stayed, blocking everyone.
+describe("guaranteed delete across a reconnect #zk", function()
+    local zk = require "helpers.zk"
+    local proc = require "helpers.proc"
+    local tcpproxy = require "helpers.tcpproxy"
+
+    it("is re-sent when its failure is handled after the reconnect", function()
+        local root = zk.new_root("gdel")
+        local admin = zk.admin()
+        local port = tonumber(zk.hosts():match(":(%d+)"))
+        local proxy = assert(tcpproxy.start("127.0.0.1", port))
+        local c = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        local sid = c:session_id()
+        assert(c:create("/x", "", { ephemeral = true }))
+        assert(proxy:refuse())
+        assert(proxy:cut())
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 5, c))
+        c:delete_guaranteed("/x")
+        -- Not pumping: the IO thread fails the delete on a refused reconnect,
+        -- then reconnects; both reach the queue before we drain it.
+        proc.sleep(3)
+        assert(proxy:pass())
+        proc.sleep(3)
+        local gone = zk.wait_until(function()
+            return c:state() == "connected" and admin:exists(root .. "/x") == false
+        end, 10, c)
+        assert.equal(sid, c:session_id())
+        assert.truthy(gone, "the node is still there though the client is connected")
+        c:close()
+        proxy:stop()
+        zk.delete_tree(admin, root)
+    end)
+end)

@@ -1126,6 +1126,7 @@ local function delete_done(p)
     if p.rc ~= RC_OK and e ~= "nonode" and e ~= "closed" then
         if retryable[e] or e == "sessionexpired" then
             self._retry_deletes[p.path] = { p.version, p.persistent, p.dserial }
+            if self._state == "connected" then self:_resend_deletes() end  -- reconnect handled before us
         else
             self._log("error", "delete of " .. p.path .. " failed: " .. e)
         end
