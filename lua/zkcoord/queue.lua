@@ -575,9 +575,10 @@ function _M:enter(timeout)
             local err
             names, err = client:children(self.path)
             if not names then
-                if not self:_retry_after(err, deadline) then
+                local again, why = self:_retry_after(err, deadline)
+                if not again then
                     self:leave()
-                    return nil, err == "timeout" and "timeout" or err
+                    return nil, why or err    -- why we stopped: "timeout", "closed" ...
                 end
             end
         end
