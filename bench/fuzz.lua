@@ -23,7 +23,7 @@
 --   known_bug     matched a bug found earlier and not fixed yet (see KNOWN below)
 -- and, for bugs: internal (a raw "attempt to ..." error), unclear (another
 -- raise), bad_code (nil + an unknown code or a non-string), nil_no_code,
--- hang (took longer than the request timeout + slack + its own wait),
+-- hang (longer than the retry policy's bound, 5 x request timeout + 2 s, + slack + its own wait),
 -- oracle (an ACL or data read back differs from what was written), health
 -- (after a batch, a create/get/delete round trip on the main client failed).
 --
