@@ -155,6 +155,27 @@ describe("counter #zk", function()
         assert.equal(3, a:add(1))      -- read fresh after the failure: fine again
     end)
 
+    it("an add from a callback while the same counter writes does not wait for it", function()
+        local ctr = c1:counter("/n", { max_tries = 2 })   -- bounds the wait if it queued
+        assert.equal(1, ctr:add(1))
+        assert(c1:create("/w", "0"))
+        local inner
+        -- The watch fires inside the outer add's wait, while its write is in
+        -- flight: queueing behind that write would wait for ever.
+        assert(c1:get("/w", function() inner = { ctr:add(10) } end))
+        local outer = c1:send("set", "/w", "1")
+        local t0 = require("zkcoord").now()
+        local v = assert(ctr:add(1))
+        assert(outer:wait(5))
+        assert.truthy(zk.wait_until(function() return inner ~= nil end, 5, c1))
+        assert.is_true(require("zkcoord").now() - t0 < 5)
+        assert.is_number(inner[1], tostring(inner[2]))
+        -- Both applied, each with its own step.
+        assert.equal(12, ctr:get())
+        assert.is_true((v == 2 and inner[1] == 12) or (v == 12 and inner[1] == 11),
+                       ("outer %s, inner %s"):format(tostring(v), tostring(inner[1])))
+    end)
+
     it("5 processes x 40 add(1): 200 distinct values, final 200", function()
         local dir = zk.tmpdir()
         local tag = proc.getpid() .. "-" .. os.time()

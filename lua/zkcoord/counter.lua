@@ -258,8 +258,9 @@ end
 
 -- Writes one compare-and-set for `slots` (ours first, then those that
 -- queued while the previous write was in flight), gives each its own value
--- in order, wakes them, and hands the lead to the first that queued since.
-function _M:_lead(slots)
+-- in order, wakes them, and hands the lead to the first that queued since
+-- (a `solo` write, outside the line, hands nothing on).
+function _M:_lead(slots, solo)
     local total = 0
     for _, slot in ipairs(slots) do
         slot.taken = true
@@ -288,7 +289,9 @@ function _M:_lead(slots)
         end
     end
     local queued = self._joiners
-    if #queued > 0 then
+    if solo then
+        return slots[1].value, slots[1].err, slots[1].detail
+    elseif #queued > 0 then
         self._joiners = {}
         queued[1].lead = queued      -- the next write is theirs
         queued[1].ev:set()
@@ -318,7 +321,14 @@ function _M:add(delta)
         self._writing = true
         return self:_lead({ { delta = delta } })
     end
-    local slot = { delta = delta, ev = self.client:waiter():event() }
+    local w = self.client:waiter()
+    if not (w.yields and w:yields()) then
+        -- Waiting here would block the thread that the write in flight
+        -- needs to finish (a callback run inside its wait, or the main
+        -- thread while a spawned coroutine writes): write on our own.
+        return self:_lead({ { delta = delta } }, true)
+    end
+    local slot = { delta = delta, ev = w:event() }
     local queued = self._joiners
     queued[#queued + 1] = slot
     local o = self._opts

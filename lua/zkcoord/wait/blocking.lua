@@ -93,6 +93,14 @@ function Event:wait(timeout)
 end
 
 
+--- Does a wait here let other code of this thread run meanwhile? Only in
+--- a spawned coroutine; elsewhere it blocks the thread.
+function _M:yields()
+    local co = co_running()
+    return co ~= nil and self.tasks[co] ~= nil
+end
+
+
 --- Sleeps `seconds` while still serving the client's events.
 function _M:sleep(seconds)
     return self:event():wait(seconds)

@@ -112,6 +112,13 @@ function Event:wait(timeout)
 end
 
 
+--- A wait always yields the request (or timer) thread: other requests,
+--- and our callbacks (run in timers), go on meanwhile.
+function _M.yields()
+    return true
+end
+
+
 function _M.sleep(_, seconds)
     _M.check_phase("sleep")
     if seconds and seconds > 0 then
