@@ -183,11 +183,7 @@ local CLEAR_PATTERNS = {
 -- `known_bug`, not as a new bug; a hang or a crash cannot be matched after
 -- the fact, so its inputs are left out unless --known-bugs (`avoided`).
 -- match(class, key, msg): class is the outcome class it would have had.
-local WRONG_SELF_CLIENT = { ["client.fd"] = true, ["client.process"] = true,
-    ["client.log"] = true, ["client.remove_listener"] = true, ["client.session_id"] = true,
-    ["client.session_password"] = true, ["client.session_timeout"] = true,
-    ["client.state"] = true, ["client.stats"] = true, ["client.waiter"] = true }
-
+-- (K2-K6 and K14 are fixed: spec/arguments_spec.lua shows each fix.)
 local KNOWN = {
     {
         id = "K15", where = "lua/zkcoord/client.lua delete_guaranteed (with K9)", avoided = true,
@@ -196,16 +192,6 @@ local KNOWN = {
             .. "ever: the client flaps between connected and suspended (27 state changes in 2 s) "
             .. "and every other request fails with 'connectionloss'; a recipe on such a path "
             .. "does the same through its guaranteed deletes",
-    },
-    {
-        id = "K14", where = "lua/zkcoord/client.lua send.multi",
-        what = "ops with a hole ({ nil, op, op }): #ops is 3 but ipairs stops at once, so an "
-            .. "empty list reaches the C core, which raises \"bad argument #2 to '?' (multi needs "
-            .. "at least one op)\"",
-        match = function(class, key, msg)
-            return class == "unclear" and (key == "client.multi" or key == "client.send")
-                and msg:find("multi needs at least one op", 1, true)
-        end,
     },
     {
         id = "K12", where = "lua/zkcoord/queue.lua new, enter", avoided = true,
@@ -230,57 +216,6 @@ local KNOWN = {
             .. "queue mutex, so no event can arrive: the call never returns (100% CPU). Every "
             .. "nil timeout of a recipe wait (lock:acquire(), barrier:wait() ...) is math.huge "
             .. "in the blocking waiter and hits it as soon as it really waits",
-    },
-    {
-        id = "K2", where = "lua/zkcoord/client.lua",
-        what = "methods without check_self (fd, process, log, remove_listener, session_id, "
-            .. "session_password, session_timeout, state, stats, waiter): a wrong self raises "
-            .. "'attempt to index' or returns nil",
-        match = function(class, key)
-            return (class == "internal" or class == "nil_no_code" or class == "unclear")
-                and WRONG_SELF_CLIENT[key]
-        end,
-    },
-    {
-        id = "K3", where = "lua/zkcoord/client.lua Future:wait, Future:on_done",
-        what = "no check of self or of the argument: wait('x') does arithmetic on a string, "
-            .. "a wrong self indexes nil, calls a missing 'finish' or returns nil",
-        match = function(class, key)
-            return (class == "internal" or class == "unclear" or class == "nil_no_code")
-                and key:match("^future%.")
-        end,
-    },
-    {
-        id = "K4", where = "lua/zkcoord/lock.lua",
-        what = "methods other than acquire do not check self (release, held, token, node, count, "
-            .. "on_lost, contenders): 'attempt to call method '_owner'' and the like; acquire's "
-            .. "check indexes a self that is not a table (a number, a boolean, cdata)",
-        match = function(class, key, msg)
-            return (class == "internal" or class == "unclear" or class == "nil_no_code")
-                and key:match("^lock%.")
-                and (key ~= "lock.acquire" or msg:find("local 'self'", 1, true)
-                     or msg:find("has no member named '_is_lock'", 1, true))
-        end,
-    },
-    {
-        id = "K5", where = "lua/zkcoord/queue.lua",
-        what = "methods do not check self; enter() does not check its timeout (arithmetic on "
-            .. "a string); new() does not check opts.markers (ipairs on a string)",
-        match = function(class, key, msg)
-            return ((class == "internal" or class == "unclear" or class == "nil_no_code")
-                    and key:match("^queue%."))
-                or (key == "client.queue" and msg:find("to 'ipairs'", 1, true))
-        end,
-    },
-    {
-        id = "K6", where = "lua/zkcoord/client.lua connect",
-        what = "options checked by type only: auth = { 5 } indexes a number, retry = "
-            .. "{ max_tries = 'x' } compares a string with a number, wait = 'ngx' outside nginx "
-            .. "indexes the global ngx, zk_log_level 5 / session_id 'zz' / a short "
-            .. "session_password raise from the C core as 'set_log_level' / 'open'",
-        match = function(class, key)
-            return (class == "internal" or class == "unclear") and key == "module.connect"
-        end,
     },
     {
         id = "K7", where = "lua/zkcoord/counter.lua add", avoided = true,

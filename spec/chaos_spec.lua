@@ -142,3 +142,50 @@ describe("guaranteed delete across a reconnect #zk", function()
         zk.delete_tree(admin, root)
     end)
 end)
+
+
+describe("acquire deadline across a connection loss #zk", function()
+    local zk = require "helpers.zk"
+    local tcpproxy = require "helpers.tcpproxy"
+
+    it("returns by its timeout when the read it waits on fails and no reconnect comes", function()
+        local root = zk.new_root("adl")
+        local admin = zk.admin()
+        local port = tonumber(zk.hosts():match(":(%d+)"))
+        local proxy = assert(tcpproxy.start("127.0.0.1", port))
+        local holder = zk.client { chroot = root }
+        assert(holder:lock("/l"):acquire(5))
+        -- Each chunk held 0.3 s: the predecessor read is in flight when the
+        -- connection is cut at 0.8 s, and no reconnect is let through.
+        local c = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        assert(proxy:delay(0.3))
+        local elapsed, ok, err
+        c:spawn(function()
+            local t0 = require("zkcoord").now()
+            ok, err = c:lock("/l"):acquire(1.5)
+            elapsed = require("zkcoord").now() - t0
+        end)
+        c:spawn(function()
+            c:waiter():sleep(0.8)
+            assert(proxy:refuse())
+            assert(proxy:cut())
+        end)
+        assert.is_true(c:run(30))
+        assert.is_nil(ok)
+        assert.equal("timeout", err)
+        -- The retry policy alone would wait for a reconnect up to the request
+        -- timeout (10 s here), five times.
+        assert.is_true(elapsed < 2.3, ("acquire(1.5) returned after %.2f s"):format(elapsed))
+        assert(proxy:pass())
+        -- Its node goes once connected again (a guaranteed delete).
+        local gone = zk.wait_until(function()
+            local names = admin:children(root .. "/l")
+            return c:state() == "connected" and names and #names == 1
+        end, 15, c)
+        assert.truthy(gone, "the contender's node is still there")
+        c:close()
+        holder:close()
+        proxy:stop()
+        zk.delete_tree(admin, root)
+    end)
+end)

@@ -112,6 +112,34 @@ describe("client operations #zk", function()
         assert.equal("", (c:get("/zero")))
     end)
 
+    it("refuses a path or a multi beyond the request limit with toolarge, staying connected",
+       function()
+        local long = "/" .. string.rep("p", 1024 * 1024)
+        local ok, err, detail = c:get(long)
+        assert.is_nil(ok)
+        assert.equal("toolarge", err)
+        assert.matches("jute.maxbuffer", detail)
+        assert.equal("toolarge", select(2, c:exists(long)))
+        assert.equal("toolarge", select(2, c:delete(long)))
+        -- A guaranteed delete of such a path is dropped (logged), not resent for ever.
+        assert.is_true(c:delete_guaranteed(long))
+        local half = string.rep("h", 600 * 1024)
+        local r, merr = c:multi { { "create", "/m1", data = half }, { "create", "/m2", data = half } }
+        assert.is_nil(r)
+        assert.equal("toolarge", merr)
+        assert.is_false(c:exists("/m1"))
+        assert.equal("connected", c:state())
+        assert.same({}, c._retry_deletes)
+    end)
+
+    it("raises on a ttl beyond ZooKeeper's 40-bit milliseconds", function()
+        assert.has_error(function() c:create("/t", "", { ttl = math.huge }) end,
+                         "bad argument #3 to 'create' (ttl must be a positive number of seconds, "
+                         .. "at most 1099511627.775 (about 34 years))")
+        assert.has_error(function() c:create("/t", "", { ttl = 0 / 0 }) end)
+        assert.has_error(function() c:create("/t", "", { ttl = 2 ^ 40 }) end)
+    end)
+
     it("multi is all or nothing", function()
         c:create("/m", "0")
         local res = c:multi {

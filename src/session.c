@@ -278,10 +278,14 @@ static int session_create(lua_State *L)
     struct ACL_vector acl;
     record *r;
     int64_t ttl;
+    lua_Number ttl_ms;
     if (!s)
         return 2;
     mode = (int)luaL_optinteger(L, 5, 0);
-    ttl = (int64_t)luaL_optnumber(L, 6, -1);
+    ttl_ms = luaL_optnumber(L, 6, -1);
+    /* Range first: casting NaN or a huge double to int64_t is undefined. */
+    luaL_argcheck(L, ttl_ms >= -1 && ttl_ms <= 1099511627775.0, 6, "ttl out of range");
+    ttl = (int64_t)ttl_ms;
     convert_check_acl(L, 4, &acl);
     r = new_request(L, s, OP_CREATE);
     if (is_ttl_mode(mode))

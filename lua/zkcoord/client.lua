@@ -27,6 +27,9 @@ local byte, find, sub, concat = string.byte, string.find, string.sub, table.conc
 local random, min, floor = math.random, math.min, math.floor
 
 local REPLY, WATCH, SESSION = C.REPLY, C.WATCH, C.SESSION
+-- Bytes a request adds around its path and data: length, xid, type,
+-- string lengths, flags (each ACL entry adds more: acl_bytes).
+local PACKET_OVERHEAD = 32
 local RC_OK, RC_NONODE, RC_CLOSING = 0, -101, -116
 
 local _M = { _VERSION = "0.1.0" }
@@ -140,6 +143,28 @@ local function check_fn(fn, fname, n)
 end
 
 
+--- The length of `t` as an array, counted up to its largest integer key
+--- (not `#` or ipairs, which stop at or skip a hole): nil, why when a key
+--- is not a positive integer or an index below the largest is missing.
+local function array_length(t)
+    local n, count = 0, 0
+    for k in pairs(t) do
+        if type(k) ~= "number" or k < 1 or k % 1 ~= 0 then
+            return nil, "a key is not a positive integer: " .. tostring(k)
+        end
+        count = count + 1
+        if k > n then
+            n = k
+        end
+    end
+    if count ~= n then
+        return nil, "holes"
+    end
+    return n
+end
+_M.array_length = array_length
+
+
 -- ---------------------------------------------------------------------------
 -- ACLs: names or arrays of { perms = "rwcda" | number, scheme =, id = }.
 
@@ -222,10 +247,22 @@ local Future = {}
 local future_mt = { __index = Future }
 
 
+local function not_a_future(fname)
+    error(("'%s' must be called on a future (use future:%s(...))"):format(fname, fname), 3)
+end
+
+
 -- The code of a failed entry; a request of a session that ended reports
 -- why it ended rather than our own close of that session.
 local function entry_err(p)
     local e = errname(p.rc)
+    if e == "runtimeinconsistency" then
+        -- libzookeeper fails every pending request with this code when it
+        -- drops a connection on an out-of-order reply (Java's client says
+        -- CONNECTIONLOSS there): the outcome is unknown, as after a loss.
+        -- (A failed multi's own code is its failing op's, never this one.)
+        e = "connectionloss"
+    end
     if p.lost and (e == "closed" or e == "connectionloss") then
         return p.lost
     end
@@ -247,6 +284,14 @@ end
 --- Waits for the result (at most `timeout` seconds, default the client's
 --- request_timeout) and returns it as the synchronous method would.
 function Future:wait(timeout)
+    -- A hot path: one metatable test, one type test and one comparison
+    -- (written `not (t >= 0)` so that NaN fails it).
+    if getmetatable(self) ~= future_mt then
+        not_a_future("wait")
+    end
+    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
+        argerror(1, "wait", "timeout must be a non-negative number of seconds or nil")
+    end
     local r = self.results
     if r then
         return unpack(r, 1, r.n)
@@ -278,6 +323,12 @@ end
 --- (from the callback runner, never from inside the drain). Waiting on the
 --- future afterwards is still allowed and returns the same results.
 function Future:on_done(fn)
+    if getmetatable(self) ~= future_mt then
+        not_a_future("on_done")
+    end
+    if type(fn) ~= "function" then
+        argerror(1, "on_done", "function expected, got " .. type(fn))
+    end
     local p = self.entry
     if p and not p.done then
         p.late = function()
@@ -313,12 +364,14 @@ local function hosts_string(servers)
         end
         return servers
     end
-    if type(servers) ~= "table" or #servers == 0 then
-        argerror(1, "connect", "servers must be a string or a non-empty array", 3)
+    local n = type(servers) == "table" and array_length(servers)
+    if not n or n == 0 then
+        argerror(1, "connect", "servers must be a string or a non-empty array without holes", 3)
     end
-    for i, s in ipairs(servers) do
-        if type(s) ~= "string" then
-            argerror(1, "connect", "servers[" .. i .. "] must be a string", 3)
+    for i = 1, n do
+        local s = servers[i]
+        if type(s) ~= "string" or s == "" then
+            argerror(1, "connect", "servers[" .. i .. "] must be a non-empty string", 3)
         end
     end
     return concat(servers, ",")
@@ -332,9 +385,31 @@ local function default_logger(level, msg)
 end
 
 
+local WAITER_METHODS = { "event", "sleep", "defer" }
+
+-- Raises unless `w` has the methods the client calls on every waiter.
+-- `level`: argerror's, from here (4: our caller is called by connect).
+local function check_waiter(w, what, level)
+    if type(w) ~= "table" then
+        argerror(1, "connect", what .. " must be a table, got " .. type(w), level)
+    end
+    for _, m in ipairs(WAITER_METHODS) do
+        if type(w[m]) ~= "function" then
+            argerror(1, "connect", what .. " has no method '" .. m
+                     .. "' (a waiter needs event, sleep and defer)", level)
+        end
+    end
+end
+
+
 local function load_waiter(spec, client)
     if type(spec) == "table" then
-        return spec.new and spec.new(client) or spec
+        if spec.new == nil then
+            return spec          -- checked by connect
+        end
+        local w = spec.new(client)
+        check_waiter(w, "the waiter that wait.new(client) returned", 4)
+        return w
     end
     if spec == nil or spec == "auto" then
         spec = (ngx and ngx.get_phase) and "ngx" or "blocking"
@@ -344,6 +419,108 @@ local function load_waiter(spec, client)
         argerror(1, "connect", "wait must be 'auto', 'blocking', 'ngx' or a waiter table", 4)
     end
     return require("zkcoord.wait." .. spec).new(client)
+end
+
+
+local RETRY_KEYS = { max_tries = true, base_delay = true, max_delay = true }
+
+-- Contents of the connect options whose type is already checked: each
+-- raises "bad argument #1 to 'connect' (...)" before anything reaches the
+-- C core. Returns the auth entries (an array or nil) and the retry policy.
+local function check_connect_opts(o)
+    local function bad(msg)
+        argerror(1, "connect", msg, 4)      -- bad <- check_connect_opts <- connect <- caller
+    end
+
+    local auth = o.auth
+    if auth ~= nil then
+        if auth.scheme ~= nil or auth.credentials ~= nil then
+            auth = { auth }
+        end
+        local n = array_length(auth)
+        if not n then
+            bad("auth must be { scheme =, credentials = } or an array of them, without holes")
+        end
+        for i = 1, n do
+            local a = auth[i]
+            if type(a) ~= "table" or type(a.scheme) ~= "string" or a.scheme == ""
+                    or type(a.credentials) ~= "string" then
+                bad("auth[" .. i .. "] must be a table with a non-empty string scheme "
+                    .. "and a string credentials")
+            end
+        end
+    end
+
+    local retry = o.retry or {}
+    for k in pairs(retry) do
+        if not RETRY_KEYS[k] then
+            bad("unknown retry option '" .. tostring(k) .. "' (max_tries, base_delay, max_delay)")
+        end
+    end
+    local rp = {
+        max_tries = retry.max_tries or 5,
+        base_delay = retry.base_delay or 0.05,
+        max_delay = retry.max_delay or 1,
+    }
+    local t = rp.max_tries
+    if type(t) ~= "number" or not (t >= 1) or t % 1 ~= 0 then  -- luacheck: ignore 581 (NaN)
+        bad("retry.max_tries must be an integer >= 1")
+    end
+    for _, k in ipairs({ "base_delay", "max_delay" }) do
+        local v = rp[k]
+        if type(v) ~= "number" or not (v >= 0 and v < math.huge) then
+            bad("retry." .. k .. " must be a finite number of seconds >= 0")
+        end
+    end
+
+    local w = o.wait
+    if type(w) == "table" then
+        if w.new ~= nil then
+            if type(w.new) ~= "function" then
+                bad("wait.new must be a function (client) -> waiter")
+            end
+        else
+            check_waiter(w, "wait", 4)
+        end
+    elseif w ~= nil and w ~= "auto" and w ~= "blocking" and w ~= "ngx" then
+        bad("wait must be 'auto', 'blocking', 'ngx' or a waiter table")
+    elseif w == "ngx" and not (type(ngx) == "table" and ngx.get_phase) then
+        bad("wait = 'ngx' needs OpenResty (there is no ngx API here): use 'blocking' or 'auto'")
+    end
+
+    local level = o.zk_log_level
+    if level % 1 ~= 0 or not (level >= 0 and level <= 4) then  -- luacheck: ignore 581 (NaN)
+        bad("zk_log_level must be an integer from 0 (off) to 4 (debug)")
+    end
+
+    local size = o.max_packet_size
+    if size % 1 ~= 0 or not (size >= 1) then  -- luacheck: ignore 581 (NaN)
+        bad("max_packet_size must be a positive integer (bytes)")
+    end
+
+    local ri = o.resolve_interval
+    if ri ~= nil and ri ~= -1 and not (ri >= 0 and ri <= 2147483) then  -- luacheck: ignore 581
+        bad("resolve_interval must be -1 or a number of seconds from 0 to 2147483")
+    end
+
+    local sid, pw = o.session_id, o.session_password
+    if sid ~= nil then
+        if #sid ~= 16 or find(sid, "%X") then
+            bad("session_id must be 16 hex digits, as client:session_id() returns")
+        end
+        if pw == nil then
+            bad("session_id needs session_password (client:session_password())")
+        end
+    end
+    if pw ~= nil then
+        if sid == nil then
+            bad("session_password needs session_id")
+        end
+        if #pw ~= 16 then
+            bad("session_password must be 16 bytes, as client:session_password() returns")
+        end
+    end
+    return auth, rp
 end
 
 
@@ -399,24 +576,7 @@ function _M.connect(opts)
             hosts = hosts .. o.chroot
         end
     end
-    local auth = o.auth
-    if auth and auth.scheme then
-        auth = { auth }
-    end
-    for i, a in ipairs(auth or {}) do
-        if type(a.scheme) ~= "string" or type(a.credentials) ~= "string" then
-            argerror(1, "connect", "auth[" .. i .. "] needs string scheme and credentials")
-        end
-    end
-    local retry = o.retry or {}
-    local rp = {
-        max_tries = retry.max_tries or 5,
-        base_delay = retry.base_delay or 0.05,
-        max_delay = retry.max_delay or 1,
-    }
-    if rp.max_tries < 1 or rp.base_delay < 0 or rp.max_delay < 0 then
-        argerror(1, "connect", "retry needs max_tries >= 1 and non-negative delays")
-    end
+    local auth, rp = check_connect_opts(o)
     if ngx and ngx.get_phase and ngx.get_phase() == "init" and o.wait ~= "blocking" then
         error("zkcoord.connect: no ZooKeeper session in init_by_lua*: it runs in the master "
               .. "before fork. Connect in init_worker_by_lua* (zkcoord.ngx.init_worker) "
@@ -432,6 +592,7 @@ function _M.connect(opts)
         _opts = o,
         _hosts = hosts,
         _chroot = chroot,
+        _max_path = o.max_packet_size - PACKET_OVERHEAD - #chroot,
         _auth = auth,
         _acl = normalize_acl(o.acl, "connect", 1),
         _retry = rp,
@@ -712,15 +873,21 @@ end
 --- Submits core method `method` and returns a future for its raw reply
 --- entry, or a future that yields nil, err if submission failed. `finish`
 --- converts a completed entry into results.
-function _M:_request(finish, method, ...)
+function _M:_request(finish, method, path, ...)
     local s = self._s
     local id, rc
     if self._closed then
         rc = "closed"
     elseif not s then
         rc = "connectionloss"
+    elseif type(path) == "string" and #path > self._max_path then
+        -- The server would drop the connection on such a packet, and every
+        -- request in flight with it.
+        return failed_future(self, "toolarge", ("a path of %d bytes exceeds ZooKeeper's "
+                             .. "request limit of %d bytes (jute.maxbuffer)")
+                             :format(#path, self._opts.max_packet_size))
     else
-        id, rc = s[method](s, ...)
+        id, rc = s[method](s, path, ...)
         if not id then
             rc = errname(rc)
         end
@@ -761,27 +928,41 @@ end
 
 --- Runs `send_op(self, ...)` (which returns a future) again on retryable
 --- errors, with jittered exponential backoff, while the client is open.
-function _M:_retrying(send_op, ...)
+--- With a `deadline` (core.now() time) every wait ends by then, and a read
+--- that has not succeeded by then returns nil, "timeout": a recipe's
+--- acquire(t) must not overrun t by the whole retry policy.
+function _M:_retrying_until(deadline, send_op, ...)
     local rp = self._retry
     local delay = rp.base_delay
     local tries = 0
     while true do
         tries = tries + 1
-        local r = pack(send_op(self, ...):wait())
+        local left = deadline and deadline - now()
+        if left and left <= 0 then
+            return nil, "timeout"
+        end
+        local r = pack(send_op(self, ...):wait(left))
         local err = r[2]
         if r[1] ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
             return unpack(r, 1, r.n)
         end
-        self._waiter:sleep(delay * (0.5 + random()))
+        local pause = delay * (0.5 + random())
+        if deadline then
+            pause = min(pause, deadline - now())
+        end
+        if pause > 0 then
+            self._waiter:sleep(pause)
+        end
         delay = min(delay * 2, rp.max_delay)
-        self:_wait_state(connected_or_closed)
+        self:_wait_state(connected_or_closed, deadline and deadline - now())
     end
 end
 
 
--- Bytes a request adds around its path and data: length, xid, type,
--- string lengths, flags; plus each ACL entry.
-local PACKET_OVERHEAD = 32
+function _M:_retrying(send_op, ...)
+    return self:_retrying_until(nil, send_op, ...)
+end
+
 
 local function acl_bytes(acl)
     local n = 4
@@ -829,6 +1010,8 @@ local CREATE_KEYS = { ephemeral = true, sequential = true, container = true, ttl
                       parents = true, acl = true }
 
 
+local MAX_TTL = (2 ^ 40 - 1) / 1000
+
 local function create_mode(opts)
     local mode
     if opts.container then
@@ -840,8 +1023,11 @@ local function create_mode(opts)
         if opts.ephemeral then
             argerror(3, "create", "TTL nodes cannot be ephemeral", 4)
         end
-        if type(opts.ttl) ~= "number" or not (opts.ttl > 0) then  -- luacheck: ignore 581 (NaN)
-            argerror(3, "create", "ttl must be a positive number of seconds", 4)
+        -- ZooKeeper keeps a TTL in 40 bits of milliseconds (EphemeralType.MAX_TTL).
+        local ttl = opts.ttl
+        if type(ttl) ~= "number" or not (ttl > 0 and ttl <= MAX_TTL) then  -- luacheck: ignore 581
+            argerror(3, "create", "ttl must be a positive number of seconds, at most "
+                     .. MAX_TTL .. " (about 34 years)", 4)
         end
         mode = opts.sequential and C.PERSISTENT_SEQUENTIAL_WITH_TTL or C.PERSISTENT_WITH_TTL
     else
@@ -1042,11 +1228,18 @@ end
 
 
 function send.multi(self, ops)
-    if type(ops) ~= "table" or #ops == 0 then
-        argerror(1, "multi", "ops must be a non-empty array")
+    local n, why
+    if type(ops) == "table" then
+        n, why = array_length(ops)     -- not #ops / ipairs: { nil, op, op } is refused
     end
-    local core_ops = {}
-    for i, op in ipairs(ops) do
+    if why == "holes" then
+        argerror(1, "multi", "ops must be an array without holes")
+    elseif not n or n == 0 then
+        argerror(1, "multi", "ops must be a non-empty array" .. (why and " (" .. why .. ")" or ""))
+    end
+    local core_ops, size = {}, 0
+    for i = 1, n do
+        local op = ops[i]
         if type(op) ~= "table" then
             argerror(1, "multi", "op " .. i .. " must be a table")
         end
@@ -1074,6 +1267,13 @@ function send.multi(self, ops)
             e.acl = op.acl and normalize_acl(op.acl, "multi", 1) or self._acl
         end
         core_ops[i] = e
+        size = size + PACKET_OVERHEAD + #self._chroot + #path + #(data or "")
+               + (e.acl and acl_bytes(e.acl) or 0)
+    end
+    if size > self._opts.max_packet_size then
+        return failed_future(self, "toolarge", ("a multi of %d bytes exceeds ZooKeeper's "
+                             .. "request limit of %d bytes (jute.maxbuffer)")
+                             :format(size, self._opts.max_packet_size))
     end
     return self:_request(finish_multi, "multi", core_ops)
 end
@@ -1093,6 +1293,12 @@ end
 -- Synchronous forms. Reads retry on connection loss (they are idempotent);
 -- writes never retry blindly: a lost reply may hide a write that happened.
 local READS = { exists = true, get = true, children = true, get_acl = true, sync = true }
+
+--- Internal, for recipes: read `op` (a READS name) as the sync method does,
+--- but give up with "timeout" at `deadline` (nil: the retry policy only).
+function _M:_read_until(deadline, op, ...)
+    return self:_retrying_until(deadline, send[op], ...)
+end
 
 for name, fn in pairs(send) do
     if READS[name] then
@@ -1138,8 +1344,12 @@ delete_attempt = function(self, path, version, persistent, serial)
     if self._closed or (not persistent and self._serial ~= serial) then
         return
     end
-    local p = send.delete(self, path, version).entry
-    if not p then
+    local fut = send.delete(self, path, version)
+    local p = fut.entry
+    if fut.err == "toolarge" then
+        self._log("error", "delete of a path of " .. #path .. " bytes failed: " .. fut.detail)
+        return
+    elseif not p then
         self._retry_deletes[path] = { version, persistent, serial }  -- no session: once connected
         return
     end
@@ -1209,13 +1419,23 @@ end
 
 
 --- Writes through the client's logger ("error", "warn", "info", "debug").
+local LOG_LEVELS = { error = true, warn = true, info = true, debug = true }
+
 function _M:log(level, msg)
+    check_self(self, "log")
+    if not LOG_LEVELS[level] then
+        argerror(1, "log", "level must be 'error', 'warn', 'info' or 'debug'")
+    end
+    if type(msg) ~= "string" then
+        argerror(2, "log", "message must be a string, got " .. type(msg))
+    end
     self._log(level, msg)
 end
 
 
 ---@return string state "connecting" | "connected" | "suspended" | "lost" | "closed"
 function _M:state()
+    check_self(self, "state")
     return self._state
 end
 
@@ -1234,6 +1454,10 @@ end
 
 
 function _M:remove_listener(fn)
+    check_self(self, "remove_listener")
+    if type(fn) ~= "function" then
+        argerror(1, "remove_listener", "function expected, got " .. type(fn))
+    end
     for i, f in ipairs(self._listeners) do
         if f == fn then
             table.remove(self._listeners, i)
@@ -1263,6 +1487,9 @@ end
 --- the thread. Drive them with client:run(). In nginx: ngx.thread.spawn.
 function _M:spawn(fn, ...)
     check_self(self, "spawn")
+    if type(fn) ~= "function" then
+        argerror(1, "spawn", "function expected, got " .. type(fn))
+    end
     local w = self._waiter
     if not w.spawn then
         error("this client's waiter cannot spawn coroutines", 2)
@@ -1283,12 +1510,14 @@ end
 --- For custom event loops: the fd that turns readable when events arrive
 --- (an eventfd). Call client:process() when it does.
 function _M:fd()
+    check_self(self, "fd")
     return self._q:fd()
 end
 
 
 --- Handles whatever has arrived, without waiting.
 function _M:process()
+    check_self(self, "process")
     self._q:clear_fd()
     self:_pump()
 end
@@ -1296,6 +1525,7 @@ end
 
 ---@return string|nil session id (16 hex digits) of the current session
 function _M:session_id()
+    check_self(self, "session_id")
     return self._session_id
 end
 
@@ -1304,6 +1534,7 @@ end
 --- session_id it lets another handle resume the session (tests use it to
 --- expire sessions).
 function _M:session_password()
+    check_self(self, "session_password")
     if self._s and self._session_id then
         local _, pw = self._s:client_id()
         return pw
@@ -1314,16 +1545,19 @@ end
 
 --- The session timeout the server granted, in seconds.
 function _M:session_timeout()
+    check_self(self, "session_timeout")
     return self._negotiated_timeout or self._opts.session_timeout
 end
 
 
 function _M:waiter()
+    check_self(self, "waiter")
     return self._waiter
 end
 
 
 function _M:stats()
+    check_self(self, "stats")
     local np, nw = 0, 0
     for _ in pairs(self._pending) do np = np + 1 end
     for _ in pairs(self._watches) do nw = nw + 1 end

@@ -29,7 +29,8 @@
 -- the lock now.
 local queue = require "zkcoord.queue"
 
-local type, error, pairs, ipairs, setmetatable = type, error, pairs, ipairs, setmetatable
+local type, error, pairs, ipairs, setmetatable, getmetatable =
+    type, error, pairs, ipairs, setmetatable, getmetatable
 local running = coroutine.running
 
 local _M = { _VERSION = "0.1.0" }
@@ -38,6 +39,15 @@ local mt = { __index = _M }
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
 local OPT_KEYS = { owner = true, data = true, reentrant = true, marker = true }
+
+
+-- Every method raises on a wrong self, whatever it is (a number, a
+-- boolean, cdata): getmetatable never indexes it.
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a lock (use lock:%s(...))"):format(name, name), 3)
+    end
+end
 
 
 ---@class zkcoord.lock_opts
@@ -116,9 +126,7 @@ end
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
 function _M:acquire(timeout)
-    if getmetatable(self) ~= mt and not self._is_lock then
-        error("'acquire' must be called on a lock (use lock:acquire())", 2)
-    end
+    check_self(self, "acquire")
     if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
         error("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)", 2)
     end
@@ -156,6 +164,7 @@ end
 --- request and retried until done).
 ---@return true|nil ok, string? err "notheld"
 function _M:release()
+    check_self(self, "release")
     local owner = self:_owner()
     local h = self._holds[owner]
     if not h then
@@ -177,6 +186,7 @@ end
 
 --- Is the lock held by the current owner, in a live session?
 function _M:held()
+    check_self(self, "held")
     return live_hold(self, self:_owner()) ~= nil
 end
 
@@ -184,6 +194,7 @@ end
 --- The fencing token of the current owner's grant (the node's czxid).
 ---@return number|nil token, string? err
 function _M:token()
+    check_self(self, "token")
     local h = live_hold(self, self:_owner())
     if not h then
         return nil, "notheld"
@@ -194,6 +205,7 @@ end
 
 --- The path of the current owner's lock node.
 function _M:node()
+    check_self(self, "node")
     local h = live_hold(self, self:_owner())
     return h and h.q:node()
 end
@@ -201,6 +213,7 @@ end
 
 --- How many times the current owner holds it (reentrancy depth).
 function _M:count()
+    check_self(self, "count")
     local h = live_hold(self, self:_owner())
     return h and h.count or 0
 end
@@ -209,6 +222,7 @@ end
 --- fn(reason, owner) runs when a held lock is lost: reason "sessionexpired"
 --- or "deleted". held() is already false then.
 function _M:on_lost(fn)
+    check_self(self, "on_lost")
     if type(fn) ~= "function" then
         error("bad argument #1 to 'on_lost' (function expected)", 2)
     end
@@ -227,6 +241,7 @@ end
 --- The participants (held first, then waiters in order).
 ---@return table[]|nil entries { name =, path =, seq = }, string? err
 function _M:contenders()
+    check_self(self, "contenders")
     return self:_position(self:_owner()):entries()
 end
 

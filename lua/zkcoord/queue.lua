@@ -26,14 +26,29 @@
 local core = require "zkcoord.core"
 local errname = require("zkcoord.errors").name
 
+local client_mod = require "zkcoord.client"
+
 local now = core.now
 local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
+local pairs, tostring, getmetatable = pairs, tostring, getmetatable
 local tonumber, sort, match, gsub, sub, format = tonumber, table.sort, string.match,
     string.gsub, string.sub, string.format
+local find = string.find
 local random, floor = math.random, math.floor
+local array_length = client_mod.array_length
+local CLIENT_MT = client_mod.mt
 
 local _M = { _VERSION = "0.1.0" }
 local mt = { __index = _M }
+
+
+-- Every public method raises on a wrong self, whatever it is (a number, a
+-- boolean, cdata): getmetatable never indexes it.
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a queue position (use q:%s(...))"):format(name, name), 3)
+    end
+end
 
 local SEQ_WRAP = 4294967296
 
@@ -75,38 +90,77 @@ end
 ---@field data string?        our node's data
 ---@field parents string?     "container" (default) or "persistent" for missing parents
 
+local OPT_KEYS = { marker = true, markers = true, rule = true, data = true, parents = true }
+local PARENT_MODES = { container = true, persistent = true }
+
+
+local function bad_opts(msg)
+    error("bad argument #3 to 'queue.new' (" .. msg .. ")", 3)
+end
+
+
+-- A marker is part of a node name: a non-empty string, no '/', no control
+-- character.
+local function valid_marker(m)
+    return type(m) == "string" and m ~= "" and not find(m, "[/%c]")
+end
+
+
 --- Creates a position object (no server state until enter()).
 function _M.new(client, parent, opts)
-    if type(opts) ~= "table" or type(opts.marker) ~= "string" or type(opts.rule) ~= "function" then
-        error("bad argument #3 to 'queue.new' (opts with a string marker and a rule function)", 2)
+    if getmetatable(client) ~= CLIENT_MT then
+        error("bad argument #1 to 'queue.new' (zkcoord client expected, got " .. type(client)
+              .. ")", 2)
     end
     client.check_path(parent, "queue.new", 2)
-    if opts.marker == "" then
-        error("bad argument #3 to 'queue.new' (marker must not be empty)", 2)
+    if type(opts) ~= "table" then
+        bad_opts("opts must be a table with a marker and a rule function, got " .. type(opts))
+    end
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            bad_opts("unknown option '" .. tostring(k) .. "' (marker, markers, rule, data, parents)")
+        end
+    end
+    if not valid_marker(opts.marker) then
+        bad_opts("marker must be a non-empty string without '/' or control characters")
+    end
+    if type(opts.rule) ~= "function" then
+        bad_opts("rule must be a function, got " .. type(opts.rule))
     end
     local markers = opts.markers or { opts.marker }
-    if type(markers) ~= "table" then
-        error("bad argument #3 to 'queue.new' (markers must be an array of strings)", 2)
+    local n = type(markers) == "table" and array_length(markers)
+    if not n or n == 0 then
+        bad_opts("markers must be a non-empty array of strings, without holes")
     end
-    local found = false
-    for _, m in ipairs(markers) do
-        if type(m) ~= "string" or m == "" then
-            error("bad argument #3 to 'queue.new' (markers must be non-empty strings)", 2)
+    local found, seen = false, {}
+    for i = 1, n do
+        local m = markers[i]
+        if not valid_marker(m) then
+            bad_opts("markers[" .. i .. "] must be a non-empty string without '/' or control "
+                     .. "characters")
         end
+        if seen[m] then
+            bad_opts("markers must be distinct: '" .. m .. "' is there twice")
+        end
+        seen[m] = true
         found = found or m == opts.marker
     end
     if not found then
         -- Our own node would never be recognised: enter() would create
         -- nodes for ever (found by fuzzing).
-        error("bad argument #3 to 'queue.new' (opts.marker must be one of opts.markers)", 2)
+        bad_opts("opts.marker must be one of opts.markers")
     end
     local patterns = {}
-    for i, m in ipairs(markers) do
+    for i = 1, n do
+        local m = markers[i]
         -- greedy .* takes the LAST marker, as Curator's sorter does
         patterns[i] = { marker = m, pattern = "^.*" .. escape(m) .. "(%-?%d+)$" }
     end
     if opts.data ~= nil and type(opts.data) ~= "string" then
-        error("bad argument #3 to 'queue.new' (data must be a string)", 2)
+        bad_opts("data must be a string, got " .. type(opts.data))
+    end
+    if opts.parents ~= nil and not PARENT_MODES[opts.parents] then
+        bad_opts("parents must be 'container' or 'persistent'")
     end
     return setmetatable({
         client = client,
@@ -129,8 +183,16 @@ end
 --- Participants under the parent, sorted by sequence number.
 ---@return table[] entries { name =, path =, seq =, marker = }
 function _M:parse(names)
+    check_self(self, "parse")
+    if type(names) ~= "table" then
+        error("bad argument #1 to 'parse' (names must be an array of strings, got "
+              .. type(names) .. ")", 2)
+    end
     local out, pats, base = {}, self.patterns, self.path == "/" and "" or self.path
-    for _, name in ipairs(names) do
+    for i, name in ipairs(names) do
+        if type(name) ~= "string" then
+            error("bad argument #1 to 'parse' (names[" .. i .. "] must be a string)", 2)
+        end
         for _, p in ipairs(pats) do
             local seq = match(name, p.pattern)
             if seq then
@@ -151,6 +213,7 @@ end
 
 --- The current participants (one children() round trip).
 function _M:entries()
+    check_self(self, "entries")
     local names, err = self.client:children(self.path)
     if not names then
         if err == "nonode" then
@@ -167,6 +230,7 @@ end
 --- left meanwhile is skipped.
 ---@return string[]|nil data, string? err
 function _M:participants()
+    check_self(self, "participants")
     local client = self.client
     local entries, err = self:entries()
     if not entries then
@@ -209,6 +273,7 @@ end
 --- this session's next request, and retried until it succeeds or the
 --- session that owns the node ends.
 function _M:leave()
+    check_self(self, "leave")
     local serial = self._serial
     local node = self:_forget()
     if node and serial == self.client._serial then
@@ -220,6 +285,7 @@ end
 
 --- Is our node alive and through, in the current session?
 function _M:is_through()
+    check_self(self, "is_through")
     local c = self.client
     return self._through and self._serial == c._serial
            and c._state ~= "lost" and c._state ~= "closed"
@@ -227,11 +293,13 @@ end
 
 
 function _M:node()
+    check_self(self, "node")
     return self._node
 end
 
 
 function _M:stat()
+    check_self(self, "stat")
     return self._stat
 end
 
@@ -242,6 +310,10 @@ end
 --- listens (a request per grant saved otherwise): register before enter(),
 --- or it is set now if we are through already.
 function _M:on_lost(fn, arg)
+    check_self(self, "on_lost")
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_lost' (function expected, got " .. type(fn) .. ")", 2)
+    end
     local fns = self._lost_fns
     if arg == nil then
         arg = false    -- keep the fn/arg pairs dense
@@ -359,6 +431,16 @@ function _M:_reply_wait(deadline)
 end
 
 
+-- The deadline of a read (retried after a connection loss): the caller's,
+-- except for a try-once, whose reads are bounded by the retry policy.
+function _M:_read_deadline(deadline)
+    if self._try then
+        return nil
+    end
+    return deadline
+end
+
+
 -- Creates the parents of our node (one pipelined round trip).
 function _M:_create_parents()
     if self.path == "/" then
@@ -377,9 +459,10 @@ end
 
 -- Protected mode: after a lost create reply, find our node by its uuid and
 -- adopt it only if our current session owns it.
-function _M:_find_own(prefix)
+function _M:_find_own(prefix, deadline)
     local client = self.client
-    local names, err = client:children(self.path)
+    deadline = self:_read_deadline(deadline)
+    local names, err = client:_read_until(deadline, "children", self.path)
     if not names then
         return nil, err
     end
@@ -387,9 +470,11 @@ function _M:_find_own(prefix)
     for _, name in ipairs(names) do
         if sub(name, 1, #prefix) == prefix then
             local path = (self.path == "/" and "" or self.path) .. "/" .. name
-            local stat = client:exists(path)
+            local stat, serr = client:_read_until(deadline, "exists", path)
             if stat and stat.ephemeral_owner == sid then
                 return path, stat, names
+            elseif stat == nil then
+                return nil, serr
             elseif stat then
                 client:delete_guaranteed(path)   -- an older session's: not ours to keep
             end
@@ -529,7 +614,7 @@ function _M:_create(deadline)
                 return nil, "timeout"
             end
             if err ~= "sessionexpired" then
-                local path, fstat, fnames = self:_find_own(prefix)
+                local path, fstat, fnames = self:_find_own(prefix, deadline)
                 if path then
                     self._node, self._stat, self._serial = path, fstat, client._serial
                     self._name = match(path, "[^/]+$")
@@ -537,6 +622,9 @@ function _M:_create(deadline)
                 elseif path == nil then
                     self:_delete_by_prefix(prefix, serial)   -- could not look: it may exist
                 end
+            end
+            if not self._try and remaining(deadline) == 0 then
+                return nil, "timeout"    -- no new create once the time is up
             end
             prefix = "_c_" .. _M.uuid() .. "-"
         else
@@ -553,6 +641,10 @@ end
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
 ---@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
 function _M:enter(timeout)
+    check_self(self, "enter")
+    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
+        error("bad argument #1 to 'enter' (timeout must be nil or a number >= 0)", 2)
+    end
     local client = self.client
     local deadline = timeout and now() + timeout
     self._try = timeout == 0
@@ -560,11 +652,17 @@ function _M:enter(timeout)
         return nil, "closed"
     end
     local names
+    local joined = false
     while true do
         if self._node and self._serial ~= client._serial then
             self:_forget()    -- the session that owned it ended: join again
         end
         if not self._node then
+            -- Joining again (our node went) only while there is time left.
+            if joined and not self._try and remaining(deadline) == 0 then
+                return nil, "timeout"
+            end
+            joined = true
             local ok, res = self:_create(deadline)
             if not ok then
                 return nil, res
@@ -573,7 +671,8 @@ function _M:enter(timeout)
         end
         if not names then
             local err
-            names, err = client:children(self.path)
+            names, err = client:_read_until(self:_read_deadline(deadline), "children",
+                                            self.path)
             if not names then
                 local again, why = self:_retry_after(err, deadline)
                 if not again then
@@ -598,6 +697,12 @@ function _M:enter(timeout)
                     end
                     return true
                 end
+                if type(verdict) ~= "table" or type(verdict.path) ~= "string" then
+                    self:leave()    -- no node left behind in the line
+                    error(("bad argument #3 to 'queue.new' (its rule returned %s: a rule "
+                           .. "returns true or one of the entries it was given)")
+                          :format(verdict == nil and "nil" or "a " .. type(verdict)), 2)
+                end
                 local left = remaining(deadline)
                 if left == 0 then
                     self:leave()
@@ -621,10 +726,13 @@ function _M:_wait_for(entry, deadline)
     local function wake()
         ev:set()
     end
-    local data, err = client:get(entry.path, wake)
+    local data, err = client:_read_until(self:_read_deadline(deadline), "get", entry.path, wake)
     if data == nil then
         if err == "nonode" then
             return true
+        end
+        if err == "timeout" then
+            client:remove_watches(entry.path, wake)   -- its reply may still come
         end
         return self:_retry_after(err, deadline)
     end

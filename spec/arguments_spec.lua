@@ -1,0 +1,419 @@
+-- Every bad argument raises, with a clear message in Lua's style, before
+-- anything reaches the server or the C core: the fuzzer's findings K2-K6
+-- and K14 (bench/fuzz.lua), each with the exact message it raises now.
+local zk = require "helpers.zk"
+local zkcoord = require "zkcoord"
+local queue = require "zkcoord.queue"
+local ffi = require "ffi"
+
+-- Values that are not the object a method belongs to: none of them may be
+-- indexed by the check (a number, a boolean, cdata ...).
+local function wrong_selves(extra)
+    local t = { 5, true, false, "x", {}, function() end, ffi.new("int64_t", 7),
+                ffi.new("void *"), io.stdout, coroutine.create(function() end),
+                newproxy(true), zkcoord, setmetatable({}, { __index = function()
+                    error("the check indexed its self")
+                end }) }
+    for _, v in ipairs(extra or {}) do t[#t + 1] = v end
+    return t
+end
+
+-- Raises exactly `msg`, blaming the caller (this file), not the library.
+local function raises_here(msg, fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "did not raise: " .. msg)
+    assert.is_string(err)
+    local where, text = err:match("^(.-:%d+): (.*)$")
+    assert.equal(msg, text or err)
+    assert.matches("arguments_spec%.lua:%d+$", where or "?", 1, false,
+                   "blames " .. tostring(where) .. ", not the caller")
+end
+
+local NAN, HUGE = 0 / 0, math.huge
+
+describe("argument checks #zk", function()
+    local root, c
+
+    before_each(function()
+        root = zk.new_root("args")
+        c = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    describe("K2: every client method checks self", function()
+        local METHODS = { "fd", "process", "log", "remove_listener", "session_id",
+                          "session_password", "session_timeout", "state", "stats", "waiter",
+                          "spawn", "run", "dispatch", "on_state", "wait_connected", "close",
+                          "send", "get", "create", "multi", "delete_guaranteed",
+                          "remove_watches", "lock", "queue" }
+
+        it("raises '<m>' must be called on a zkcoord client for any other self", function()
+            for _, name in ipairs(METHODS) do
+                local msg = ("'%s' must be called on a zkcoord client (use client:%s(...))")
+                    :format(name, name)
+                for _, bad in ipairs(wrong_selves({ c:send("exists", "/") })) do
+                    assert.has_error(function() c[name](bad) end, msg)
+                end
+                assert.has_error(function() c[name]() end, msg)
+            end
+            -- the message blames the caller
+            raises_here("'state' must be called on a zkcoord client (use client:state(...))",
+                        function() local _ = c.state(5) end)
+            raises_here("'fd' must be called on a zkcoord client (use client:fd(...))",
+                        function() local _ = c.fd(ffi.new("int64_t", 7)) end)
+        end)
+
+        it("still works on a client", function()
+            assert.equal("connected", c:state())
+            assert.is_number(c:fd())
+            c:process()
+            assert.matches("^%x+$", c:session_id())
+            assert.equal(16, #c:session_password())
+            assert.is_number(c:session_timeout())
+            assert.is_table(c:waiter())
+            assert.equal("connected", c:stats().state)
+            local fn = c:on_state(function() end)
+            assert.is_true(c:remove_listener(fn))
+            assert.is_false(c:remove_listener(fn))
+            c:log("debug", "hello")
+        end)
+
+        it("checks the arguments of log, remove_listener and spawn", function()
+            raises_here("bad argument #1 to 'log' (level must be 'error', 'warn', 'info' or 'debug')",
+                        function() c:log(5, "x") end)
+            raises_here("bad argument #1 to 'log' (level must be 'error', 'warn', 'info' or 'debug')",
+                        function() c:log(nil, "x") end)
+            raises_here("bad argument #2 to 'log' (message must be a string, got table)",
+                        function() c:log("error", {}) end)
+            raises_here("bad argument #1 to 'remove_listener' (function expected, got number)",
+                        function() c:remove_listener(5) end)
+            raises_here("bad argument #1 to 'spawn' (function expected, got nil)",
+                        function() c:spawn() end)
+        end)
+    end)
+
+    describe("K3: futures", function()
+        it("wait and on_done check self", function()
+            local f = c:send("exists", "/")
+            for _, bad in ipairs(wrong_selves({ c })) do
+                assert.has_error(function() f.wait(bad) end,
+                                 "'wait' must be called on a future (use future:wait(...))")
+                assert.has_error(function() f.on_done(bad, print) end,
+                                 "'on_done' must be called on a future (use future:on_done(...))")
+            end
+            raises_here("'wait' must be called on a future (use future:wait(...))",
+                        function() local _ = f.wait(nil, 1) end)
+            assert.is_table(f:wait())
+        end)
+
+        it("wait refuses a timeout that is not nil or a number >= 0 (NaN too)", function()
+            local msg = "bad argument #1 to 'wait' (timeout must be a non-negative number of "
+                .. "seconds or nil)"
+            for _, bad in ipairs({ "x", "1", -1, -1e-9, NAN, -HUGE, {}, true, print,
+                                   ffi.new("int64_t", 1) }) do
+                local f = c:send("exists", "/")
+                raises_here(msg, function() local _ = f:wait(bad) end)
+                assert.is_table(f:wait(5))      -- the future is still usable
+            end
+            -- also once the results are there
+            local done = c:send("exists", "/")
+            done:wait()
+            raises_here(msg, function() local _ = done:wait(-1) end)
+            -- and on a future that failed before it was sent
+            c:close()
+            local failed = c:send("get", "/a")
+            raises_here(msg, function() local _ = failed:wait("x") end)
+            assert.same({ nil, "closed" }, { failed:wait(0) })
+        end)
+
+        it("on_done refuses a non-function", function()
+            local f = c:send("exists", "/")
+            for _, bad in ipairs({ 5, "x", {}, true }) do
+                raises_here("bad argument #1 to 'on_done' (function expected, got " .. type(bad)
+                            .. ")", function() local _ = f:on_done(bad) end)
+            end
+            raises_here("bad argument #1 to 'on_done' (function expected, got nil)",
+                        function() local _ = f:on_done() end)
+            local got
+            f:on_done(function(stat) got = stat end)
+            c:dispatch(0.5)
+            assert.is_table(got)
+        end)
+    end)
+
+    describe("K4: lock methods check self", function()
+        it("raises '<m>' must be called on a lock, never indexes the self", function()
+            local l = c:lock("/lk")
+            local other = c:rwlock("/rw")
+            for _, name in ipairs({ "acquire", "release", "held", "token", "node", "count",
+                                    "on_lost", "contenders" }) do
+                local msg = ("'%s' must be called on a lock (use lock:%s(...))"):format(name, name)
+                for _, bad in ipairs(wrong_selves({ c, other, c:counter("/ctr") })) do
+                    assert.has_error(function() l[name](bad) end, msg)
+                end
+                assert.has_error(function() l[name]() end, msg)
+            end
+            raises_here("'acquire' must be called on a lock (use lock:acquire(...))",
+                        function() local _ = l.acquire(5, 1) end)
+            raises_here("'release' must be called on a lock (use lock:release(...))",
+                        function() local _ = l.release(true) end)
+            raises_here("'held' must be called on a lock (use lock:held(...))",
+                        function() local _ = l.held(ffi.new("int64_t", 7)) end)
+        end)
+
+        it("still works on a lock, and on the locks of a rwlock", function()
+            local l = c:lock("/lk")
+            assert.is_true(l:acquire(5))
+            assert.is_true(l:held())
+            assert.equal(1, l:count())
+            assert.is_number(l:token())
+            assert.is_string(l:node())
+            assert.equal(1, #l:contenders())
+            l:on_lost(function() end)
+            assert.is_true(l:release())
+            local r = c:rwlock("/rw"):read_lock()
+            assert.is_true(r:acquire(5))
+            assert.is_true(r:held())
+            assert.is_true(r:release())
+            raises_here("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)",
+                        function() local _ = l:acquire(NAN) end)
+        end)
+    end)
+
+    describe("K5: queue", function()
+        local function q_opts(extra)
+            local o = { marker = "m-", rule = queue.rule_first }
+            for k, v in pairs(extra or {}) do o[k] = v end
+            return o
+        end
+
+        it("methods check self", function()
+            local q = queue.new(c, "/q", q_opts())
+            for _, name in ipairs({ "enter", "leave", "entries", "participants", "is_through",
+                                    "node", "stat", "on_lost", "parse" }) do
+                local msg = ("'%s' must be called on a queue position (use q:%s(...))")
+                    :format(name, name)
+                for _, bad in ipairs(wrong_selves({ c, c:lock("/lk") })) do
+                    assert.has_error(function() q[name](bad) end, msg)
+                end
+            end
+            raises_here("'enter' must be called on a queue position (use q:enter(...))",
+                        function() local _ = q.enter(5, 1) end)
+        end)
+
+        it("enter refuses a timeout that is not nil or a number >= 0", function()
+            local q = queue.new(c, "/q", q_opts())
+            for _, bad in ipairs({ "0.1", "x", -1, NAN, -HUGE, {}, true }) do
+                raises_here("bad argument #1 to 'enter' (timeout must be nil or a number >= 0)",
+                            function() local _ = q:enter(bad) end)
+            end
+            assert.same({}, q:entries())           -- nothing was created
+            assert.is_true(q:enter(1))
+            assert.is_true(q:is_through())
+            assert.equal(1, #q:entries())
+            q:leave()
+        end)
+
+        it("on_lost and parse check their arguments", function()
+            local q = queue.new(c, "/q", q_opts())
+            raises_here("bad argument #1 to 'on_lost' (function expected, got number)",
+                        function() local _ = q:on_lost(5) end)
+            raises_here("bad argument #1 to 'parse' (names must be an array of strings, got string)",
+                        function() local _ = q:parse("m-1") end)
+            raises_here("bad argument #1 to 'parse' (names[2] must be a string)",
+                        function() local _ = q:parse({ "a", 5 }) end)
+            assert.equal(1, #q:parse({ "_c_x-m-0000000001", "other" }))
+        end)
+
+        it("new checks the client, markers and the other options", function()
+            local function bad(msg, client, opts)
+                raises_here("bad argument #3 to 'queue.new' (" .. msg .. ")",
+                            function() local _ = queue.new(client or c, "/q", opts) end)
+            end
+            raises_here("bad argument #1 to 'queue.new' (zkcoord client expected, got number)",
+                        function() local _ = queue.new(5, "/q", q_opts()) end)
+            raises_here("bad argument #1 to 'queue.new' (zkcoord client expected, got table)",
+                        function() local _ = queue.new({}, "/q", q_opts()) end)
+            bad("opts must be a table with a marker and a rule function, got nil", c, nil)
+            local marker_msg = "marker must be a non-empty string without '/' or control characters"
+            for _, m in ipairs({ "", 5, "a/b", "a\0b", "a\nb" }) do
+                bad(marker_msg, c, q_opts({ marker = m }))
+            end
+            bad(marker_msg, c, { rule = queue.rule_first })
+            bad("rule must be a function, got string", c, q_opts({ rule = "rule" }))
+            bad("unknown option 'bogus' (marker, markers, rule, data, parents)", c,
+                q_opts({ bogus = 1 }))
+            local markers_msg = "markers must be a non-empty array of strings, without holes"
+            bad(markers_msg, c, q_opts({ markers = "m-" }))          -- was: ipairs on a string
+            bad(markers_msg, c, q_opts({ markers = {} }))
+            bad(markers_msg, c, q_opts({ markers = { "m-", nil, "x-" } }))
+            bad(markers_msg, c, q_opts({ markers = { "m-", x = "x-" } }))
+            bad("markers[2] must be a non-empty string without '/' or control characters", c,
+                q_opts({ markers = { "m-", 5 } }))
+            bad("markers[1] must be a non-empty string without '/' or control characters", c,
+                q_opts({ markers = { "" } }))
+            bad("markers must be distinct: 'm-' is there twice", c,
+                q_opts({ markers = { "m-", "m-" } }))
+            bad("opts.marker must be one of opts.markers", c, q_opts({ markers = { "x-" } }))
+            bad("data must be a string, got number", c, q_opts({ data = 5 }))
+            bad("parents must be 'container' or 'persistent'", c, q_opts({ parents = 5 }))
+            -- valid ones
+            assert.is_table(queue.new(c, "/q", q_opts({ markers = { "x-", "m-" }, data = "d",
+                                                         parents = "persistent" })))
+            assert.is_table(c:queue("/q", q_opts()))
+        end)
+
+        it("a rule that returns neither true nor an entry raises, and leaves no node", function()
+            local q = queue.new(c, "/q", q_opts({ rule = function() return "junk" end }))
+            raises_here("bad argument #3 to 'queue.new' (its rule returned a string: a rule "
+                        .. "returns true or one of the entries it was given)",
+                        function() local _ = q:enter(1) end)
+            q = queue.new(c, "/q", q_opts({ rule = function() end }))
+            assert.has_error(function() q:enter(1) end,
+                             "bad argument #3 to 'queue.new' (its rule returned nil: a rule "
+                             .. "returns true or one of the entries it was given)")
+            c:sync("/q")
+            assert.equal(0, #(c:children("/q") or {}))
+        end)
+    end)
+
+    describe("K6: connect options are checked by content", function()
+        local function bad(msg, opts)
+            local o = { servers = zk.hosts(), connect_timeout = 2 }
+            for k, v in pairs(opts) do o[k] = v end
+            raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
+                        function() local _ = zkcoord.connect(o) end)
+        end
+
+        it("auth entries", function()
+            local entry = "must be a table with a non-empty string scheme and a string credentials"
+            bad("auth[1] " .. entry, { auth = { 5 } })
+            bad("auth[1] " .. entry, { auth = { scheme = 5 } })
+            bad("auth[1] " .. entry, { auth = { credentials = "u:p" } })
+            bad("auth[1] " .. entry, { auth = { scheme = "digest" } })
+            bad("auth[1] " .. entry, { auth = { scheme = "", credentials = "u:p" } })
+            bad("auth[2] " .. entry, { auth = { { scheme = "digest", credentials = "u:p" }, {} } })
+            bad("auth must be { scheme =, credentials = } or an array of them, without holes",
+                { auth = { { scheme = "digest", credentials = "u:p" }, nil,
+                           { scheme = "digest", credentials = "u:q" } } })
+            bad("auth must be { scheme =, credentials = } or an array of them, without holes",
+                { auth = { x = 1 } })
+            -- valid: one entry, an array, none
+            local a = zk.client { chroot = root, auth = { scheme = "digest", credentials = "a:b" } }
+            local b = zk.client { chroot = root, auth = { { scheme = "digest", credentials = "a:b" },
+                                                          { scheme = "digest", credentials = "c:d" } } }
+            assert.equal("connected", a:state())
+            assert.equal("connected", b:state())
+            assert.equal("connected", zk.client { chroot = root, auth = {} }:state())
+        end)
+
+        it("retry", function()
+            local tries = "retry.max_tries must be an integer >= 1"
+            for _, v in ipairs({ "x", 0, -1, 1.5, NAN, HUGE, {} }) do
+                bad(tries, { retry = { max_tries = v } })
+            end
+            for _, k in ipairs({ "base_delay", "max_delay" }) do
+                for _, v in ipairs({ "x", -1, NAN, HUGE, -HUGE, true }) do
+                    bad("retry." .. k .. " must be a finite number of seconds >= 0",
+                        { retry = { [k] = v } })
+                end
+            end
+            bad("unknown retry option 'tries' (max_tries, base_delay, max_delay)",
+                { retry = { tries = 3 } })
+            assert.equal("connected", zk.client { chroot = root,
+                retry = { max_tries = 2, base_delay = 0, max_delay = 0.5 } }:state())
+        end)
+
+        it("wait", function()
+            assert.is_nil(rawget(_G, "ngx"))
+            bad("wait = 'ngx' needs OpenResty (there is no ngx API here): use 'blocking' or 'auto'",
+                { wait = "ngx" })
+            bad("wait must be 'auto', 'blocking', 'ngx' or a waiter table", { wait = "bogus" })
+            bad("wait has no method 'event' (a waiter needs event, sleep and defer)", { wait = {} })
+            bad("wait has no method 'defer' (a waiter needs event, sleep and defer)",
+                { wait = { event = print, sleep = print } })
+            bad("wait.new must be a function (client) -> waiter", { wait = { new = 5 } })
+            bad("the waiter that wait.new(client) returned must be a table, got number",
+                { wait = { new = function() return 5 end } })
+            bad("the waiter that wait.new(client) returned has no method 'event' (a waiter needs "
+                .. "event, sleep and defer)", { wait = { new = function() return {} end } })
+            -- valid: a waiter module, by name or as a table
+            assert.equal("connected", zk.client { chroot = root, wait = "blocking" }:state())
+            assert.equal("connected", zk.client { chroot = root,
+                                                  wait = require "zkcoord.wait.blocking" }:state())
+        end)
+
+        it("zk_log_level, max_packet_size, resolve_interval", function()
+            for _, v in ipairs({ 5, -1, 1.5, NAN, HUGE }) do
+                bad("zk_log_level must be an integer from 0 (off) to 4 (debug)", { zk_log_level = v })
+            end
+            for _, v in ipairs({ 0, -1, 1.5, NAN, HUGE }) do
+                bad("max_packet_size must be a positive integer (bytes)", { max_packet_size = v })
+            end
+            for _, v in ipairs({ -2, -0.5, NAN, 1e10, HUGE }) do
+                bad("resolve_interval must be -1 or a number of seconds from 0 to 2147483",
+                    { resolve_interval = v })
+            end
+            assert.equal("connected", zk.client { chroot = root, zk_log_level = 0,
+                                                  resolve_interval = -1 }:state())
+        end)
+
+        it("session_id and session_password", function()
+            local pw = ("p"):rep(16)
+            for _, v in ipairs({ "zz", "", "0123456789abcde", "0123456789abcdef0",
+                                 "0123456789abcdeg", "0x23456789abcdef" }) do
+                bad("session_id must be 16 hex digits, as client:session_id() returns",
+                    { session_id = v, session_password = pw })
+            end
+            bad("session_id needs session_password (client:session_password())",
+                { session_id = "0123456789abcdef" })
+            bad("session_password needs session_id", { session_password = pw })
+            for _, v in ipairs({ "short", "", ("p"):rep(17) }) do
+                bad("session_password must be 16 bytes, as client:session_password() returns",
+                    { session_id = "0123456789abcdef", session_password = v })
+            end
+            -- valid: resume a session (here a throwaway one), its id in upper case too
+            local quiet = function() end
+            local victim = zk.client { chroot = root, reconnect = false, logger = quiet }
+            local sid, spw = victim:session_id(), victim:session_password()
+            local again = assert(zkcoord.connect { servers = zk.hosts(), session_id = sid:upper(),
+                                                   session_password = spw, reconnect = false,
+                                                   logger = quiet })
+            assert.equal(sid, again:session_id())
+            again:close()
+        end)
+
+        it("servers arrays without holes", function()
+            bad("servers must be a string or a non-empty array without holes",
+                { servers = { zk.hosts(), nil, zk.hosts() } })
+            bad("servers[2] must be a non-empty string", { servers = { zk.hosts(), 5 } })
+            assert.equal("connected", zk.client { chroot = root, servers = { zk.hosts() } }:state())
+        end)
+    end)
+
+    describe("K14: multi ops with holes", function()
+        it("raises instead of sending an empty list", function()
+            local op = { op = "create", path = "/m" }
+            local holes = "bad argument #1 to 'multi' (ops must be an array without holes)"
+            assert.has_error(function() c:multi({ nil, op, op }) end, holes)
+            assert.has_error(function() c:multi({ op, nil, op }) end, holes)
+            assert.has_error(function() c:send("multi", { nil, op }) end, holes)
+            local ops = { op }
+            ops[4] = op
+            assert.has_error(function() c:multi(ops) end, holes)
+            assert.has_error(function() c:multi({ op, x = op }) end,
+                             "bad argument #1 to 'multi' (ops must be a non-empty array (a key "
+                             .. "is not a positive integer: x))")
+            assert.has_error(function() c:multi({}) end,
+                             "bad argument #1 to 'multi' (ops must be a non-empty array)")
+            assert.is_false(c:exists("/m"))
+            -- an array still works
+            local r = assert(c:multi({ op, { op = "create", path = "/m/a" } }))
+            assert.equal("/m/a", r[2].path)
+        end)
+    end)
+end)
