@@ -164,6 +164,38 @@ describe("sessions #zk", function()
         proxy:stop()
     end)
 
+    it("with lost_after, counts the session lost that long after suspended, before the "
+       .. "server expires it", function()
+        local port = port_of(zk.hosts())
+        local proxy = assert(tcpproxy.start("127.0.0.1", port))
+        local c = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6,
+                              lost_after = 0.5 }
+        local lock = c:lock("/l")
+        assert(lock:acquire(5))
+        local lost_at
+        lock:on_lost(function() lost_at = lost_at or proc.now() end)
+        local at = {}
+        c:on_state(function(new) at[new] = at[new] or proc.now() end)
+        local t0 = proc.now()
+        proxy:blackhole()
+        assert.truthy(zk.wait_until(function() return c:state() == "lost" or at.lost end, 12, c))
+        c:dispatch(0.05)
+        assert.truthy(at.suspended and at.lost)
+        -- The default would wait the whole session timeout (6 s) here.
+        local gap = at.lost - at.suspended
+        assert.is_true(gap >= 0.4 and gap < 2, ("suspended -> lost took %.2f s"):format(gap))
+        assert.is_true(at.lost - t0 < 6, ("lost %.2f s after the cut: not before the server's "
+                                         .. "expiry"):format(at.lost - t0))
+        assert.truthy(lost_at, "the lock did not report its loss")
+        assert.is_false(lock:held())
+        assert.has_error(function() zkcoord.connect { servers = zk.hosts(), lost_after = 0 } end,
+                         "bad argument #1 to 'connect' (lost_after must be a positive number of "
+                         .. "seconds)")
+        proxy:pass()
+        c:close()
+        proxy:stop()
+    end)
+
     it("close with requests in flight fails them with 'closed'", function()
         local c = zk.client { chroot = root }
         local fs = {}

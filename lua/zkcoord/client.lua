@@ -55,6 +55,7 @@ local OPTION_KEYS = {
     retry = "table", wait = "string|table", reconnect = "boolean",
     max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string", resolve_interval = "number",
+    lost_after = "number",
 }
 
 local EVENT_NAMES = {
@@ -498,6 +499,11 @@ local function check_connect_opts(o)
         bad("max_packet_size must be a positive integer (bytes)")
     end
 
+    local la = o.lost_after
+    if la ~= nil and not (la > 0 and la < 1e9) then  -- luacheck: ignore 581
+        bad("lost_after must be a positive number of seconds")
+    end
+
     local ri = o.resolve_interval
     if ri ~= nil and ri ~= -1 and not (ri >= 0 and ri <= 2147483) then  -- luacheck: ignore 581
         bad("resolve_interval must be -1 or a number of seconds from 0 to 2147483")
@@ -535,6 +541,8 @@ end
 ---@field retry table? { max_tries = 5, base_delay = 0.05, max_delay = 1 } for idempotent reads
 ---@field wait string|table? "auto" | "blocking" | "ngx" | a waiter
 ---@field reconnect boolean? open a new session by itself after expiry (default true)
+---@field lost_after number? seconds "suspended" before the session counts as lost
+---                          (default and at most: the session timeout)
 
 --- Opens a session and waits (at most connect_timeout) until it is connected.
 ---@param opts zkcoord.connect_opts
@@ -755,7 +763,9 @@ end
 
 
 function _M:_lost_after()
-    return self._negotiated_timeout or self._opts.session_timeout
+    local t = self._negotiated_timeout or self._opts.session_timeout
+    local la = self._opts.lost_after
+    return la and la < t and la or t
 end
 
 
@@ -765,7 +775,9 @@ function _M:_check_timers()
     -- session timeout the server has expired it: act as if we were told.
     if self._state == "suspended" and self._suspended_at
             and now() - self._suspended_at >= self:_lost_after() then
-        self:_session_lost("sessionexpired", "suspended for longer than the session timeout")
+        self:_session_lost("sessionexpired", self._opts.lost_after
+                           and "suspended for longer than lost_after"
+                           or "suspended for longer than the session timeout")
     end
 end
 
