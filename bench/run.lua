@@ -904,21 +904,22 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
         "What each program does per cycle (round trips to the server, uncontended):",
         "",
         "- zkcoord: `client:lock(path):acquire()` / `release()` (create and get_children"
-            .. " pipelined, the one wait; an exists() watch on its own node and the delete on"
-            .. " release sent without waiting: 4 requests per cycle); `client:rwlock(path)`;"
+            .. " pipelined, the one wait; the delete on release sent without waiting, ordered"
+            .. " before the session's next request: 3 requests per cycle; an exists() watch on"
+            .. " its own node only when `on_lost` is registered); `client:rwlock(path)`;"
             .. " `client:counter(path):add(1)` (versioned set from the version of its last reply,"
             .. " a read only after a lost race; jittered exponential backoff from 5 ms); the"
-            .. " coroutine row shares one counter among 32 coroutines per process under the"
-            .. " default blocking waiter, so one add is in flight per process at a time. Acquires pass"
-            .. " a timeout: `acquire()` without one livelocks when it has to wait (`queue_wait()`"
-            .. " gets an infinite timeout, `pthread_cond_timedwait` fails with EINVAL, the loop"
-            .. " spins holding the queue mutex).",
+            .. " coroutine row: 32 coroutines per process started with `client:spawn` and driven"
+            .. " by `client:run`, sharing one counter object, so the adds that arrive while a"
+            .. " compare-and-set is in flight go together in the next one (each still gets its"
+            .. " own value).",
         "- raw C (`bench/peers/raw_bench.c`): libzookeeper_mt's async API; lock = create"
             .. " ephemeral-sequential and get_children sent back to back (1 round trip), delete on"
             .. " release, waiting for its reply (1); predecessor watched with get(); counter = get"
             .. " then versioned set (2 round trips), no backoff. It turns off libzookeeper's host"
             .. " re-resolution on every I/O poll (`zoo_set_servers_resolution_delay(zh, -1)`),"
-            .. " worth 20-40% on this machine; zkcoord's core keeps the library default.",
+            .. " worth 20-40% on this machine; zkcoord's core re-resolves at most every 60 s"
+            .. " (`resolve_interval`).",
         "- kazoo (`bench/peers/kazoo_bench.py`): `Lock`, `ReadLock`/`WriteLock`, `Counter`"
             .. " (`+= 1`: get then versioned set; after a lost race the client's default command"
             .. " retry sleeps 0.1 s ± 40%, doubling). Lock = create, get_children, delete (3). kazoo 2.8's"
@@ -933,7 +934,12 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
         "- Peak RSS is VmHWM of a process that connected, acquired one lock and settled 0.5 s.",
         "- \"slowest process / mean\": the increments of the process that did fewest over the"
             .. " mean per process (0: some process made no increment in the whole run). A counter"
-            .. " can buy throughput with starvation; every process's count is in latest.json.",
+            .. " can buy throughput with starvation; every process's count is in latest.json."
+            .. " zkcoord's counter, like kazoo's, lets the last winner write again at once from"
+            .. " the version of its reply while the losers back off, so in a saturating loop one"
+            .. " process can do nearly all increments; an add that keeps losing gives up with"
+            .. " \"timeout\" after `max_tries` (100, about 25 s of backoff). Raw C reads before"
+            .. " every write: fair, at about 7 failed compare-and-sets per increment.",
     }) do
         section[#section + 1] = l
     end
