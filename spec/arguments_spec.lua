@@ -416,4 +416,24 @@ describe("argument checks #zk", function()
             assert.equal("/m/a", r[2].path)
         end)
     end)
+    describe("the caller is blamed, at any depth inside zkcoord", function()
+        it("for sync calls, send, recipe constructors and a NULL cdata", function()
+            local ffi_null = ffi.cast("void *", nil)
+            raises_here("bad argument #1 to 'create' (path must start with '/': rel)",
+                        function() c:create("rel") end)
+            raises_here("bad argument #2 to 'create' (data must be a string or nil, got number)",
+                        function() c:create("/x", 5) end)
+            raises_here("bad argument #3 to 'set' (version must be an integer >= -1)",
+                        function() c:send("set", "/x", "d", "v") end)
+            raises_here("bad argument #1 to 'counter' (path must start with '/': rel)",
+                        function() c:counter("rel") end)
+            raises_here("bad argument #1 to 'lock' (path must start with '/': rel)",
+                        function() c:lock("rel") end)
+            -- A NULL cdata equals nil in LuaJIT: refused, not taken for "no data/version".
+            raises_here("bad argument #1 to 'multi' (data must be a string or nil, got cdata)",
+                        function() c:multi { { op = "set", path = "/x", data = ffi_null } } end)
+            raises_here("bad argument #3 to 'set' (version must be an integer >= -1)",
+                        function() c:set("/x", "d", ffi_null) end)
+        end)
+    end)
 end)

@@ -68,8 +68,24 @@ local EVENT_NAMES = {
 -- ---------------------------------------------------------------------------
 -- Argument checks: misuse raises, at the caller's level.
 
+-- "@.../zkcoord/": the sources of this library (recipes and waiters too).
+local OUR_DIR = debug.getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$") or "@"
+local OUR_DIR_LEN = #OUR_DIR
+
+-- The error blames the first caller outside this library: the same check
+-- runs from client:create, client:send("create"), recipe constructors and
+-- internal paths at different depths, and `level` alone would point inside
+-- zkcoord from some of them.
 local function argerror(n, fname, msg, level)
-    error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (level or 2) + 1)
+    local k = (level or 2) + 1
+    while true do
+        local info = debug.getinfo(k, "S")
+        if not info or sub(info.source, 1, OUR_DIR_LEN) ~= OUR_DIR then
+            break
+        end
+        k = k + 1
+    end
+    error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), k)
 end
 
 
@@ -117,7 +133,7 @@ _M.check_path = check_path
 
 
 local function check_version(v, fname, n)
-    if v == nil then
+    if type(v) == "nil" then   -- not `== nil`: a NULL cdata equals nil
         return -1
     end
     if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < -1 or v > 2147483647 then
@@ -192,7 +208,7 @@ end
 
 
 local function normalize_acl(acl, fname, n)
-    if acl == nil then
+    if type(acl) == "nil" then
         return nil
     end
     if type(acl) == "string" then
@@ -986,7 +1002,8 @@ end
 
 
 local function data_arg(self, data, fname, n, path, acl)
-    if data == nil then
+    -- type(), not `== nil`: a NULL cdata compares equal to nil in LuaJIT.
+    if type(data) == "nil" then
         return nil
     end
     if type(data) ~= "string" then
@@ -1262,7 +1279,7 @@ function send.multi(self, ops)
         local path = op.path or op[2]
         check_path(path, "multi", 1, kind == C.OP_CREATE and op.sequential)
         local data = op.data
-        if data ~= nil then
+        if type(data) ~= "nil" then
             local d, derr, detail = data_arg(self, data, "multi", 1, path)
             if derr then
                 return failed_future(self, derr, detail)
