@@ -68,9 +68,13 @@ local EVENT_NAMES = {
 -- ---------------------------------------------------------------------------
 -- Argument checks: misuse raises, at the caller's level.
 
--- "@.../zkcoord/": the sources of this library (recipes and waiters too).
-local OUR_DIR = debug.getinfo(1, "S").source:match("^(.*[/\\])[^/\\]*$") or "@"
-local OUR_DIR_LEN = #OUR_DIR
+-- Is `source` (debug.getinfo's) a file of this library (zkcoord/*.lua,
+-- zkcoord/wait/*.lua)? By name, not by the exact directory: one process may
+-- load modules through several package.path entries.
+local function our_source(source)
+    return find(source, "zkcoord[/\\][%w_]+%.lua$") ~= nil
+        or find(source, "zkcoord[/\\]wait[/\\][%w_]+%.lua$") ~= nil
+end
 
 -- The error blames the first caller outside this library: the same check
 -- runs from client:create, client:send("create"), recipe constructors and
@@ -80,7 +84,7 @@ local function argerror(n, fname, msg, level)
     local k = (level or 2) + 1
     while true do
         local info = debug.getinfo(k, "S")
-        if not info or sub(info.source, 1, OUR_DIR_LEN) ~= OUR_DIR then
+        if not info or not our_source(info.source) then
             break
         end
         k = k + 1
@@ -959,7 +963,10 @@ end
 --- With a `deadline` (core.now() time) every wait ends by then, and a read
 --- that has not succeeded by then returns nil, "timeout": a recipe's
 --- acquire(t) must not overrun t by the whole retry policy.
-function _M:_retrying_until(deadline, send_op, ...)
+--- Fixed arity (a read takes at most path, watch, arg; it returns at most
+--- value, stat or nil, err, detail): varargs here would keep LuaJIT from
+--- compiling the read path (NYI: VARG).
+function _M:_retrying_until(deadline, send_op, a, b, c)
     local rp = self._retry
     local delay = rp.base_delay
     local tries = 0
@@ -969,10 +976,9 @@ function _M:_retrying_until(deadline, send_op, ...)
         if left and left <= 0 then
             return nil, "timeout"
         end
-        local r = pack(send_op(self, ...):wait(left))
-        local err = r[2]
-        if r[1] ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
-            return unpack(r, 1, r.n)
+        local r1, err, r3 = send_op(self, a, b, c):wait(left)
+        if r1 ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
+            return r1, err, r3
         end
         local pause = delay * (0.5 + random())
         if deadline then
@@ -984,11 +990,6 @@ function _M:_retrying_until(deadline, send_op, ...)
         delay = min(delay * 2, rp.max_delay)
         self:_wait_state(connected_or_closed, deadline and deadline - now())
     end
-end
-
-
-function _M:_retrying(send_op, ...)
-    return self:_retrying_until(nil, send_op, ...)
 end
 
 
@@ -1325,15 +1326,15 @@ local READS = { exists = true, get = true, children = true, get_acl = true, sync
 
 --- Internal, for recipes: read `op` (a READS name) as the sync method does,
 --- but give up with "timeout" at `deadline` (nil: the retry policy only).
-function _M:_read_until(deadline, op, ...)
-    return self:_retrying_until(deadline, send[op], ...)
+function _M:_read_until(deadline, op, a, b, c)
+    return self:_retrying_until(deadline, send[op], a, b, c)
 end
 
 for name, fn in pairs(send) do
     if READS[name] then
-        _M[name] = function(self, ...)
+        _M[name] = function(self, a, b, c)
             check_self(self, name)
-            return self:_retrying(fn, ...)
+            return self:_retrying_until(nil, fn, a, b, c)
         end
     else
         _M[name] = function(self, ...)
