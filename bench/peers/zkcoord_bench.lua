@@ -182,23 +182,14 @@ local function loop(cycle, end_t, measure)
 end
 
 
--- counter_coroutines: n spawned coroutines on one shared counter.
+-- counter_coroutines: n spawned coroutines, each looping `cycle` on one
+-- shared counter.
 local function loop_coroutines(cycle, end_t, measure, n)
     local ops = 0
     for _ = 1, n do
         c:spawn(function()
-            while now() < end_t do
-                local t0 = now()
-                cycle()
-                local t1 = now()
-                if t1 <= end_t then
-                    ops = ops + 1
-                    if measure then
-                        nlat = nlat + 1
-                        lat[nlat] = t1 - t0
-                    end
-                end
-            end
+            local mine = loop(cycle, end_t, measure)   -- it yields: add after, not around it
+            ops = ops + mine
         end)
     end
     if not c:run(end_t - now() + 60) then
