@@ -3,6 +3,8 @@
 -- sharing 2 leases, also across a SIGKILLed holder.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local slots = require "helpers.slots"
+local queue = require "zkcoord.queue"
 
 -- A holder process. args: semaphore path, name, markers path, rounds, kill-me flag.
 -- Each holder, once it has a lease, puts an ephemeral marker (same session
@@ -90,12 +92,13 @@ describe("semaphore #zk", function()
         local t0 = proc.now()
         assert.same({ nil, "timeout" }, { s:acquire(0.3) })
         assert.is_true(proc.now() - t0 >= 0.29)
-        -- the failed tries left no node behind
-        assert.equal(2, #c:children("/s"))
+        -- the failed tries left no node behind, lease or internal lock
+        assert.equal(2, #c:children("/s/leases"))
+        assert.truthy(zk.wait_until(function() return #c:children("/s/locks") == 0 end, 5, c))
         assert.same({ "c", "o" }, s:participants())
-        -- the max is the semaphore node's data
+        -- the max is the semaphore node's data; Curator V2's layout below it
         assert.equal("2", (c:get("/s")))
-        for _, n in ipairs(c:children("/s")) do
+        for _, n in ipairs(c:children("/s/leases")) do
             assert.matches("^_c_%x+%-%x+%-%x+%-%x+%-%x+%-lease%-%d+$", n)
         end
         assert.is_true(l1:release())
@@ -141,7 +144,7 @@ describe("semaphore #zk", function()
         assert.is_nil(ok)
         assert.equal("invalid", err)
         assert.matches("2 leases, not 3", detail)
-        assert.equal(1, #c:children("/m"))
+        assert.equal(1, #c:children("/m/leases"))
         l:release()
         -- a node without data is claimed by the first user
         c:create("/bare")
@@ -219,7 +222,98 @@ describe("semaphore #zk", function()
         assert.is_true(max_seen <= 2)
         assert.equal(2, max_seen)      -- the two leases were used at once
         -- the killed holder's lease went with its session
-        assert.same({}, (zk.admin():children(path)))
+        assert.same({}, (zk.admin():children(path .. "/leases")))
+        assert.same({}, (zk.admin():children(path .. "/locks")))
         assert.same({}, (zk.admin():children(markers)))
     end)
+    -- The waiter must wake when ANY holder leaves, not only the one n places
+    -- below it (before: C waited its whole timeout with a lease free).
+    local function free_slot_case(take, give)
+        local third = zk.client { chroot = root }
+        local ha = assert(take(c, 5))
+        local hb = assert(take(other, 5))
+        local got, waited
+        third:spawn(function()
+            local t0 = proc.now()
+            got = { take(third, 3) }
+            waited = proc.now() - t0
+        end)
+        third:spawn(function()
+            third:waiter():sleep(0.3)
+            give(hb)            -- B (the higher holder) leaves; A still holds
+        end)
+        assert.is_true(third:run(10))
+        assert.truthy(got[1], tostring(got[2]))
+        assert.is_true(waited < 1.5, ("waited %.2f s with a slot free"):format(waited))
+        give(ha)
+        give(got[1])
+    end
+
+    it("a free lease goes to the waiter whichever holder leaves (three clients)", function()
+        free_slot_case(function(cl, t)
+            return cl:semaphore("/free", 2):acquire(t)
+        end, function(lease) lease:release() end)
+    end)
+
+    it("queue.rule_fewer_than wakes the waiter whichever holder leaves", function()
+        free_slot_case(function(cl, t)
+            local q = queue.new(cl, "/rule", { marker = "slot-", rule = queue.rule_fewer_than(2) })
+            local ok, err = q:enter(t)
+            if not ok then return nil, err end
+            return q
+        end, function(q) q:leave() end)
+    end)
+
+    it("grants leases in arrival order", function()
+        local s = c:semaphore("/order", 1)
+        local held = assert(s:acquire(5))
+        local order = {}
+        -- three coroutines of one client (a wait in one lets the others run)
+        for i = 1, 3 do
+            other:spawn(function()
+                other:waiter():sleep(0.15 * i)       -- arrive in order 1, 2, 3
+                local lease = assert(other:semaphore("/order", 1):acquire(10))
+                order[#order + 1] = i
+                other:waiter():sleep(0.05)
+                lease:release()
+            end)
+        end
+        other:spawn(function()
+            other:waiter():sleep(0.8)
+            held:release()
+        end)
+        assert.is_true(other:run(15))
+        assert.same({ 1, 2, 3 }, order)
+    end)
+
+    -- Several processes, uneven holds: one holds 1 s each round, the others
+    -- 20-100 ms. A slot free while someone waits must be handed over within
+    -- a few round trips, never left for the long holder's release.
+    for _, case in ipairs { { n = 2, workers = 5 }, { n = 3, workers = 6 } } do
+        it(("%d processes on %d leases: no slot stays free while one waits"):format(
+                case.workers, case.n), function()
+            local path = root .. "/idle" .. case.n
+            local logs = {}
+            for i = 1, case.workers do
+                logs[i] = ("%s/idle-%d-%d-%d.log"):format(zk.tmpdir(), proc.getpid(), case.n, i)
+                os.remove(logs[i])
+                pids[#pids + 1] = assert(zk.spawn_lua(slots.WORKER, {
+                    path, "w" .. i, case.n, i == 1 and 3 or 12, i == 1 and 1.0 or 0,
+                    "semaphore" }, logs[i]))
+            end
+            for _, pid in ipairs(pids) do
+                assert.truthy(proc.wait_exit(pid, 40), "a worker did not finish")
+            end
+            local r = slots.analyze(logs, case.n)
+            local text = proc.read_file(logs[1])
+            assert.equal(0, r.errors, text)
+            assert.equal(3 + 12 * (case.workers - 1), r.grants)
+            assert.is_true(r.max_holders <= case.n)
+            assert.equal(case.n, r.max_holders)
+            print(("\n%d of %d leases: longest free-while-waiting %.3f s, %.1f %% of %.1f s")
+                  :format(case.n, case.workers, r.max_idle, 100 * r.idle_share, r.span))
+            assert.is_true(r.max_idle < 0.5, ("a slot stayed free %.3f s while one waited")
+                                               :format(r.max_idle))
+        end)
+    end
 end)

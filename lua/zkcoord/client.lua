@@ -80,7 +80,7 @@ end
 -- runs from client:create, client:send("create"), recipe constructors and
 -- internal paths at different depths, and `level` alone would point inside
 -- zkcoord from some of them.
-local function argerror(n, fname, msg, level)
+local function raise(msg, level)
     local k = (level or 2) + 1
     while true do
         local info = debug.getinfo(k, "S")
@@ -89,8 +89,14 @@ local function argerror(n, fname, msg, level)
         end
         k = k + 1
     end
-    error(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), k)
+    error(msg, k)
 end
+_M.raise = raise
+
+local function argerror(n, fname, msg, level)
+    raise(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (level or 2) + 1)
+end
+_M.argerror = argerror
 
 
 local function check_self(self, fname)

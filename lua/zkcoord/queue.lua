@@ -9,9 +9,12 @@
 --   2. sort the participants (children carrying a known marker; anything
 --      else under the parent is ignored) by sequence number;
 --   3. ask the recipe's rule: `true` means we are through, an entry means
---      "wait until this one node changes" (exactly one: no herd effect);
+--      "wait until this one node changes" (exactly one: no herd effect),
+--      `queue.ANY` means "wait until the line changes" (any create or
+--      delete under the parent: for rules no single node can answer);
 --   4. watch that node with get() (a watch on a missing node is never set,
---      so none leaks, Curator's choice), wait, and go back to 2.
+--      so none leaks, Curator's choice), or list the line again with a
+--      watch and ask the rule about that very listing; wait, go back to 2.
 --
 -- Protection (Curator's protected mode, CURATOR-498): the uuid in our node
 -- name lets us find our node when a create's reply was lost, and we adopt it
@@ -22,7 +25,9 @@
 --
 -- Connection loss (suspended) keeps our node: the session may still live.
 -- Session loss removes it: a waiting enter() joins the line again (kazoo's
--- choice), a position already through reports `on_lost`.
+-- choice), a position already through reports `on_lost`. A persistent
+-- entry (opts.persistent, for items that must outlive their creator) stays
+-- through session loss: it goes only by leave() or someone's delete.
 local core = require "zkcoord.core"
 local errname = require("zkcoord.errors").name
 
@@ -36,6 +41,8 @@ local tonumber, sort, match, gsub, sub, format = tonumber, table.sort, string.ma
 local find = string.find
 local random, floor = math.random, math.floor
 local array_length = client_mod.array_length
+local argerror = client_mod.argerror
+local raise = client_mod.raise
 local CLIENT_MT = client_mod.mt
 
 local _M = { _VERSION = "0.1.0" }
@@ -51,6 +58,11 @@ local function check_self(self, name)
 end
 
 local SEQ_WRAP = 4294967296
+
+--- The rule's verdict "wait until the line changes": any participant
+--- joining or leaving wakes us (a children watch on the parent).
+_M.ANY = setmetatable({}, { __tostring = function() return "queue.ANY" end })
+local ANY = _M.ANY
 
 
 -- Seed from the kernel once: node names must not collide across processes
@@ -89,8 +101,10 @@ end
 ---@field rule fun(entries: table[], me: integer, q: table): (true|table)
 ---@field data string?        our node's data
 ---@field parents string?     "container" (default) or "persistent" for missing parents
+---@field persistent boolean? our node is persistent-sequential: it outlives our session
 
-local OPT_KEYS = { marker = true, markers = true, rule = true, data = true, parents = true }
+local OPT_KEYS = { marker = true, markers = true, rule = true, data = true, parents = true,
+                   persistent = true }
 local PARENT_MODES = { container = true, persistent = true }
 
 
@@ -118,7 +132,8 @@ function _M.new(client, parent, opts)
     end
     for k in pairs(opts) do
         if not OPT_KEYS[k] then
-            bad_opts("unknown option '" .. tostring(k) .. "' (marker, markers, rule, data, parents)")
+            bad_opts("unknown option '" .. tostring(k)
+                     .. "' (marker, markers, rule, data, parents, persistent)")
         end
     end
     if not valid_marker(opts.marker) then
@@ -162,6 +177,9 @@ function _M.new(client, parent, opts)
     if opts.parents ~= nil and not PARENT_MODES[opts.parents] then
         bad_opts("parents must be 'container' or 'persistent'")
     end
+    if opts.persistent ~= nil and type(opts.persistent) ~= "boolean" then
+        bad_opts("persistent must be a boolean, got " .. type(opts.persistent))
+    end
     return setmetatable({
         client = client,
         path = parent,
@@ -170,6 +188,7 @@ function _M.new(client, parent, opts)
         rule = opts.rule,
         data = opts.data,
         parent_mode = opts.parents == "persistent" and true or "container",
+        persistent = opts.persistent or false,
         _node = nil,      -- full path of our node
         _name = nil,      -- its last segment
         _stat = nil,      -- its create stat (czxid = fencing token)
@@ -256,6 +275,8 @@ function _M:participants()
 end
 
 
+local EMPTY = {}
+
 local function index_of(entries, name)
     for i, e in ipairs(entries) do
         if e.name == name then
@@ -263,6 +284,31 @@ local function index_of(entries, name)
         end
     end
     return nil
+end
+
+
+--- fn(entries, me, q) now and after every change of the line, until
+--- w:cancel(): the participants in sequence order and our index among them
+--- (nil while we are not in the line). Re-armed by itself, also in a new
+--- session (client:watch's rules); an empty line while the parent is
+--- missing. Needs no node of our own: an observer can watch a line.
+---@return table|nil w, string? err
+function _M:watch_line(fn)
+    check_self(self, "watch_line")
+    if type(fn) ~= "function" then
+        argerror(1, "watch_line", "function expected, got " .. type(fn))
+    end
+    return self.client:watch(self.path, function(names)
+        local entries = self:parse(names or EMPTY)
+        fn(entries, self._name and index_of(entries, self._name), self)
+    end, { kind = "children" })
+end
+
+
+-- Is our node still ours? An ephemeral node lives as long as the session
+-- that created it; a persistent one until someone deletes it.
+local function owned(self)
+    return self.persistent or self._serial == self.client._serial
 end
 
 
@@ -280,10 +326,10 @@ end
 --- session that owns the node ends.
 function _M:leave()
     check_self(self, "leave")
-    local serial = self._serial
+    local mine = owned(self)
     local node = self:_forget()
-    if node and serial == self.client._serial then
-        self.client:delete_guaranteed(node)
+    if node and mine then
+        self.client:delete_guaranteed(node, nil, self.persistent)
     end
     return true
 end
@@ -293,14 +339,29 @@ end
 function _M:is_through()
     check_self(self, "is_through")
     local c = self.client
+    if self.persistent then
+        return self._through and not c._closed
+    end
     return self._through and self._serial == c._serial
            and c._state ~= "lost" and c._state ~= "closed"
 end
 
 
+--- The full path of our node (nil while not in the line).
 function _M:node()
     check_self(self, "node")
     return self._node
+end
+
+
+--- Our node's sequence number (nil while not in the line).
+function _M:seq()
+    check_self(self, "seq")
+    local seq = self._name and tonumber(match(self._name, "(%-?%d+)$"))
+    if seq and seq < 0 then
+        seq = seq + SEQ_WRAP
+    end
+    return seq
 end
 
 
@@ -357,7 +418,11 @@ local function own_watch_fired(ev, self)
     if ev.type == "deleted" then
         self:_lost("deleted")
     elseif ev.type == "session" then
-        self:_lost("sessionexpired")
+        if self.persistent then
+            self:_rewatch_when_connected(ev.path)   -- the node outlives the session
+        else
+            self:_lost("sessionexpired")
+        end
     elseif ev.type == "changed" then
         self:_watch_own()    -- re-arm (data writes, e.g. revocation)
     end
@@ -372,7 +437,9 @@ local function own_watch_reply(p)
     local e = errname(p.rc)
     if e == "nonode" then
         self:_lost("deleted")          -- gone before the watch was set
-    elseif p.lost or e == "sessionexpired" or e == "closed" then
+    elseif e == "closed" and self.persistent then
+        return
+    elseif (p.lost or e == "sessionexpired" or e == "closed") and not self.persistent then
         self:_lost("sessionexpired")
     else
         self:_rewatch_when_connected(node)
@@ -399,17 +466,20 @@ function _M:_rewatch_when_connected(node)
         if new ~= "connected" and new ~= "lost" and new ~= "closed" then
             return
         end
+        if new == "lost" and self.persistent then
+            return    -- the node outlives the session: watch it again in the next
+        end
         client:remove_listener(listener)
-        if self._node ~= node then
+        if self._node ~= node or (new == "closed" and self.persistent) then
             return
         end
-        if new == "connected" and self._serial == client._serial then
+        if new == "connected" and owned(self) then
             self:_watch_own()
         else
             self:_lost("sessionexpired")
         end
     end)
-    if client._state == "connected" and self._serial == client._serial then
+    if client._state == "connected" and owned(self) then
         -- Already back (or never left): no transition will come.
         client:remove_listener(listener)
         self:_watch_own()
@@ -477,7 +547,8 @@ function _M:_find_own(prefix, deadline)
         if sub(name, 1, #prefix) == prefix then
             local path = (self.path == "/" and "" or self.path) .. "/" .. name
             local stat, serr = client:_read_until(deadline, "exists", path)
-            if stat and stat.ephemeral_owner == sid then
+            if stat and (stat.ephemeral_owner == sid
+                         or (self.persistent and not stat.ephemeral_owner)) then
                 return path, stat, names
             elseif stat == nil then
                 return nil, serr
@@ -501,10 +572,13 @@ end
 -- the session ends (its ephemeral nodes go with it). Rare: a closure here
 -- costs nothing on the hot path.
 local UNKNOWN_OUTCOME = { connectionloss = true, operationtimeout = true }
+local CREATE_EPHEMERAL = { ephemeral = true, sequential = true }
+local CREATE_PERSISTENT = { sequential = true }
 
 function _M:_delete_by_prefix(prefix, serial)
     local client, parent = self.client, self.path
     local base = parent == "/" and "" or parent
+    local persistent = self.persistent
     local listener, busy, done = nil, false, false
     local try
     local function finish()
@@ -536,7 +610,9 @@ function _M:_delete_by_prefix(prefix, serial)
                 local path = base .. "/" .. name
                 left = left + 1
                 client:send("exists", path):on_done(function(stat, serr)
-                    if stat and client._serial == serial
+                    if stat and persistent and not stat.ephemeral_owner then
+                        client:delete_guaranteed(path, nil, true)
+                    elseif stat and client._serial == serial
                             and stat.ephemeral_owner == client:session_id() then
                         client:delete_guaranteed(path)
                     elseif stat == nil and serr ~= "nonode" then
@@ -552,7 +628,7 @@ function _M:_delete_by_prefix(prefix, serial)
         if done or busy then
             return
         end
-        if client._closed or client._serial ~= serial then
+        if client._closed or (client._serial ~= serial and not persistent) then
             return finish()
         end
         if client._state ~= "connected" then
@@ -568,8 +644,8 @@ end
 
 local function delete_late_create(p)
     if p.rc == 0 and p.value then
-        p.client:delete_guaranteed(p.value)
-    elseif not p.lost and UNKNOWN_OUTCOME[errname(p.rc)] then
+        p.client:delete_guaranteed(p.value, nil, p.q.persistent)
+    elseif (not p.lost or p.q.persistent) and UNKNOWN_OUTCOME[errname(p.rc)] then
         p.q:_delete_by_prefix(p.prefix, p.serial)
     end
 end
@@ -584,7 +660,7 @@ function _M:_create(deadline)
     while true do
         tries = tries + 1
         local fc = client:send("create", base .. "/" .. prefix .. self.marker, self.data,
-                               { ephemeral = true, sequential = true })
+                               self.persistent and CREATE_PERSISTENT or CREATE_EPHEMERAL)
         local fl = client:send("children", self.path)
         local serial = client._serial
         local e = fc.entry
@@ -614,12 +690,12 @@ function _M:_create(deadline)
             local left = remaining(deadline)
             if left == 0 or not client:_wait_state(function(st)
                         return st == "connected" or st == "closed" end, left) then
-                if err ~= "sessionexpired" then
+                if err ~= "sessionexpired" or self.persistent then
                     self:_delete_by_prefix(prefix, serial)   -- it may exist
                 end
                 return nil, "timeout"
             end
-            if err ~= "sessionexpired" then
+            if err ~= "sessionexpired" or self.persistent then
                 local path, fstat, fnames = self:_find_own(prefix, deadline)
                 if path then
                     self._node, self._stat, self._serial = path, fstat, client._serial
@@ -643,6 +719,57 @@ function _M:_create(deadline)
 end
 
 
+-- What a rule returned, for an error message.
+local function show(verdict)
+    if type(verdict) == "table" then
+        if type(verdict.name) == "string" then
+            return "an entry that is not in the line it was given (" .. verdict.name .. ")"
+        end
+        return "a table that is not one of its entries"
+    elseif type(verdict) == "string" then
+        return ("the string %q"):format(verdict)
+    end
+    return type(verdict) == "nil" and "nil" or "a " .. type(verdict) .. " (" .. tostring(verdict) .. ")"
+end
+
+
+-- Raises unless `verdict` is queue.ANY or one of `entries` other than ours.
+local function check_verdict(self, verdict, entries, me)
+    if verdict == ANY or (me > 1 and verdict == entries[me - 1]) then
+        return
+    end
+    if type(verdict) == "table" then
+        for i = 1, #entries do
+            if entries[i] == verdict then
+                if i ~= me then
+                    return
+                end
+                self:leave()
+                raise("bad rule verdict in 'enter' (the rule of the queue at " .. self.path
+                      .. " returned our own entry: waiting on it would never end)", 3)
+            end
+        end
+    end
+    self:leave()    -- no node left behind in the line
+    local hint = ""
+    if type(verdict) == "function" then
+        hint = "; pass the rule a ready-made rule maker returns, e.g. queue.rule_fewer_than(n),"
+               .. " not the maker itself"
+    end
+    raise(("bad rule verdict in 'enter' (the rule of the queue at %s returned %s: a rule "
+           .. "returns true, queue.ANY or one of the entries it was given%s)")
+          :format(self.path, show(verdict), hint), 3)
+end
+
+
+-- Stops waiting for a change of the line (fire and forget).
+local function disarm(self, armed)
+    if armed then
+        self.client:remove_watches(self.path, armed.wake)
+    end
+end
+
+
 --- Joins the line (if not already in it) and waits until the rule lets us
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
 ---@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
@@ -659,18 +786,21 @@ function _M:enter(timeout)
     end
     local names
     local joined = false
+    local armed       -- { ev =, wake = } while a watch on the line is set
     while true do
-        if self._node and self._serial ~= client._serial then
+        if self._node and not owned(self) then
             self:_forget()    -- the session that owned it ended: join again
         end
         if not self._node then
             -- Joining again (our node went) only while there is time left.
             if joined and not self._try and remaining(deadline) == 0 then
+                disarm(self, armed)
                 return nil, "timeout"
             end
             joined = true
             local ok, res = self:_create(deadline)
             if not ok then
+                disarm(self, armed)
                 return nil, res
             end
             names = res
@@ -682,6 +812,7 @@ function _M:enter(timeout)
             if not names then
                 local again, why = self:_retry_after(err, deadline)
                 if not again then
+                    disarm(self, armed)
                     self:leave()
                     return nil, why or err    -- why we stopped: "timeout", "closed" ...
                 end
@@ -695,26 +826,34 @@ function _M:enter(timeout)
                 -- Our node is gone (deleted, or its session ended): join again.
                 self:_forget()
             else
-                local verdict = self.rule(entries, me, self)
+                local rok, verdict = pcall(self.rule, entries, me, self)
+                if not rok then
+                    disarm(self, armed)
+                    self:leave()    -- a failing rule leaves no node behind
+                    error(verdict, 0)
+                end
                 if verdict == true then
+                    disarm(self, armed)
                     self._through = true
                     if #self._lost_fns > 0 then
                         self:_watch_own()
                     end
                     return true
                 end
-                if type(verdict) ~= "table" or type(verdict.path) ~= "string" then
-                    self:leave()    -- no node left behind in the line
-                    error(("bad argument #3 to 'queue.new' (its rule returned %s: a rule "
-                           .. "returns true or one of the entries it was given)")
-                          :format(verdict == nil and "nil" or "a " .. type(verdict)), 2)
-                end
-                local left = remaining(deadline)
-                if left == 0 then
+                check_verdict(self, verdict, entries, me)
+                if remaining(deadline) == 0 then
+                    disarm(self, armed)
                     self:leave()
                     return nil, "timeout"
                 end
-                local ok, err = self:_wait_for(verdict, deadline)
+                local ok, err
+                if verdict == ANY then
+                    ok, err, names, armed = self:_wait_line(armed, deadline)
+                else
+                    disarm(self, armed)
+                    armed = nil
+                    ok, err = self:_wait_for(verdict, deadline)
+                end
                 if not ok then
                     self:leave()
                     return nil, err
@@ -722,6 +861,40 @@ function _M:enter(timeout)
             end
         end
     end
+end
+
+
+-- The rule said queue.ANY. If a watch on the line is set already (the rule
+-- just saw the listing that set it), wait for it to fire; then list the
+-- line again with a new watch, so the rule's next answer is about exactly
+-- the listing the watch starts from: no change can slip between the two.
+-- Returns true, the new listing and the armed watch (or nil, err).
+function _M:_wait_line(armed, deadline)
+    local client = self.client
+    if armed then
+        armed.ev:wait(remaining(deadline))
+        if not armed.ev.is_set then
+            disarm(self, armed)
+            return nil, client._closed and "closed" or "timeout"
+        end
+    end
+    local ev = client:waiter():event()
+    local function wake()
+        ev:set()
+    end
+    local names, err = client:_read_until(self:_read_deadline(deadline), "children", self.path,
+                                          wake)
+    if names then
+        return true, nil, names, { ev = ev, wake = wake }
+    end
+    if err == "nonode" then
+        return true, nil, {}, nil      -- the parent went, and our node with it: join again
+    end
+    if err == "timeout" then
+        client:remove_watches(self.path, wake)   -- its reply may still come
+    end
+    local again, why = self:_retry_after(err, deadline)
+    return again, why, nil, nil
 end
 
 
@@ -783,10 +956,26 @@ function _M.rule_first(entries, me)
 end
 
 
---- Through when fewer than n are ahead: semaphore with n leases.
+--- Always through at once: a place in the line that does not wait (a
+--- group member, a work item); watch the line with q:watch_line().
+function _M.rule_always()
+    return true
+end
+
+
+--- Through when fewer than n are ahead: k-of-n slots in one line. Any of
+--- the n ahead may leave first, so no single node can be watched: every
+--- waiter waits for any change of the line (queue.ANY), and each change
+--- wakes every waiter. Right for a few waiters; client:semaphore() is the
+--- herd-free k-of-n (an internal lock: only its holder watches the line).
 function _M.rule_fewer_than(n)
-    return function(entries, me)
-        return me <= n or entries[me - n]
+    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
+        argerror(1, "queue.rule_fewer_than", "n must be an integer >= 1, got "
+                 .. (type(n) == "table" and "a table: pass queue.rule_fewer_than(n) as the "
+                     .. "rule, not queue.rule_fewer_than" or tostring(n)))
+    end
+    return function(_, me)
+        return me <= n or ANY
     end
 end
 

@@ -4,20 +4,24 @@
 --   local lease, err = sem:acquire(10)       -- nil: wait forever, 0: try once
 --   if lease then backup() lease:release() end
 --
--- Algorithm (ZooKeeper's lock recipe generalised, on zkcoord.queue with
--- rule_fewer_than(n)): every contender creates an ephemeral-sequential
--- node; the n lowest hold a lease; every other watches only the node n
--- places below its own (when that one goes, at most one place frees up for
--- us), so a release wakes one waiter, never the herd. Leases are granted in
--- arrival order.
+-- Algorithm (Curator's InterProcessSemaphoreV2, on zkcoord.queue): two
+-- lines. A contender first takes an internal fair lock (<path>/locks, the
+-- lock recipe's rule: it watches only the node below its own), then joins
+-- the lease line (<path>/leases) and, while the line holds more than n
+-- entries, waits for any change of that line (queue.ANY). Then it gives
+-- the internal lock back. Only the lock holder ever watches the lease
+-- line, so a release wakes one process, never the herd; and it wakes on
+-- ANY holder leaving, so no lease stays free while someone waits. Leases
+-- are granted in the order of the internal lock: arrival order.
 --
--- Node layout: <path> holds max_leases as its data (decimal text), written
--- by the first user; a user with another max is refused with "invalid"
--- (kazoo's Semaphore check; data that is not a number is ignored, as kazoo
--- does). Leases are <path>/_c_<uuid>-lease-<seq> (Curator's protected
--- naming with marker "lease-"), data = opts.data (default "<hostname>:<pid>").
--- <path> is a container node: the server removes it some time after the
--- last lease went.
+-- Node layout (Curator's, so a Java service using InterProcessSemaphoreV2
+-- on the same path shares the leases): <path>/locks/_c_<uuid>-lock-<seq>
+-- and <path>/leases/_c_<uuid>-lease-<seq>, data = opts.data (default
+-- "<hostname>:<pid>"). <path> holds max_leases as its data (decimal text),
+-- written by the first user; a user with another max is refused with
+-- "invalid" (kazoo's check; data that is not a number is ignored, so a
+-- Curator peer's empty node is claimed). All three are container nodes:
+-- the server removes them some time after the last lease went.
 --
 -- Connection loss ("suspended"): leases stay held; the session may still
 -- be alive. Session loss ("lost", or suspended for the whole session
@@ -43,6 +47,8 @@ local lease_mt = { __index = Lease }
 
 local OPT_KEYS = { data = true }
 local MARKER = "lease-"
+local LOCK_MARKER = "lock-"
+local ANY = queue.ANY
 
 -- Retried after these, once connected again (bounded).
 local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true }
@@ -58,6 +64,16 @@ end
 -- the client's request timeout), as queue.lua does.
 local function reply_wait(deadline, try)
     if try or not deadline then
+        return nil
+    end
+    local left = deadline - now()
+    return left > 0 and left or 0
+end
+
+
+-- What is left of the deadline (nil: none), as a timeout for enter().
+local function reply_left(deadline)
+    if not deadline then
         return nil
     end
     local left = deadline - now()
@@ -110,7 +126,13 @@ function _M.new(client, path, max_leases, opts)
     return setmetatable({
         client = client,
         path = path,
+        base = path == "/" and "" or path,
         max_leases = max_leases,
+        -- Through while the lease line holds at most n entries, ours
+        -- included (Curator's count); else wait for any change of it.
+        _rule = function(entries)
+            return #entries <= max_leases or ANY
+        end,
         data = opts.data or require("zkcoord.election").default_id(),
     }, mt)
 end
@@ -188,17 +210,27 @@ function _M:acquire(timeout)
         return nil, "closed"
     end
     local deadline = timeout and now() + timeout
-    local ok, err, detail = self:_check_max(deadline, timeout == 0)
-    if not ok then
-        return nil, err, detail
+    local ok, err, detail
+    if not self._max_checked then     -- once per semaphore object: a round trip saved
+        ok, err, detail = self:_check_max(deadline, timeout == 0)
+        if not ok then
+            return nil, err, detail
+        end
+        self._max_checked = true
     end
-    local q = queue.new(client, self.path, {
-        marker = MARKER,
-        rule = queue.rule_fewer_than(self.max_leases),
-        data = self.data,
+    -- The internal lock: one contender at a time watches the lease line.
+    local lock = queue.new(client, self.base .. "/locks", {
+        marker = LOCK_MARKER, rule = queue.rule_first, data = self.data,
     })
-    local left = deadline and deadline - now()
-    ok, err = q:enter(left and (left > 0 and left or 0))
+    ok, err = lock:enter(reply_left(deadline))
+    if not ok then
+        return nil, err
+    end
+    local q = queue.new(client, self.base .. "/leases", {
+        marker = MARKER, rule = self._rule, data = self.data,
+    })
+    ok, err = q:enter(reply_left(deadline))
+    lock:leave()
     if not ok then
         return nil, err
     end
@@ -229,7 +261,8 @@ end
 ---@return integer|nil count, string? err
 function _M:leases()
     check_self(self, "leases")
-    local probe = queue.new(self.client, self.path, { marker = MARKER, rule = queue.rule_first })
+    local probe = queue.new(self.client, self.base .. "/leases", { marker = MARKER,
+                                                                   rule = queue.rule_first })
     local entries, err = probe:entries()
     if not entries then
         return nil, err
@@ -242,7 +275,8 @@ end
 ---@return string[]|nil data, string? err
 function _M:participants()
     check_self(self, "participants")
-    return queue.new(self.client, self.path, { marker = MARKER, rule = queue.rule_first })
+    return queue.new(self.client, self.base .. "/leases", { marker = MARKER,
+                                                           rule = queue.rule_first })
                :participants()
 end
 
