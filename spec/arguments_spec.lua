@@ -194,7 +194,7 @@ describe("argument checks #zk", function()
         it("methods check self", function()
             local q = queue.new(c, "/q", q_opts())
             for _, name in ipairs({ "enter", "leave", "entries", "participants", "is_through",
-                                    "node", "stat", "on_lost", "parse" }) do
+                                    "node", "seq", "stat", "on_lost", "parse", "watch_line" }) do
                 local msg = ("'%s' must be called on a queue position (use q:%s(...))")
                     :format(name, name)
                 for _, bad in ipairs(wrong_selves({ c, c:lock("/lk") })) do
@@ -245,8 +245,9 @@ describe("argument checks #zk", function()
             end
             bad(marker_msg, c, { rule = queue.rule_first })
             bad("rule must be a function, got string", c, q_opts({ rule = "rule" }))
-            bad("unknown option 'bogus' (marker, markers, rule, data, parents)", c,
+            bad("unknown option 'bogus' (marker, markers, rule, data, parents, persistent)", c,
                 q_opts({ bogus = 1 }))
+            bad("persistent must be a boolean, got string", c, q_opts({ persistent = "yes" }))
             local markers_msg = "markers must be a non-empty array of strings, without holes"
             bad(markers_msg, c, q_opts({ markers = "m-" }))          -- was: ipairs on a string
             bad(markers_msg, c, q_opts({ markers = {} }))
@@ -267,17 +268,47 @@ describe("argument checks #zk", function()
             assert.is_table(c:queue("/q", q_opts()))
         end)
 
-        it("a rule that returns neither true nor an entry raises, and leaves no node", function()
+        it("a rule's bad verdict raises in 'enter', shows it, and leaves no node", function()
+            local function verdict_msg(what)
+                return "bad rule verdict in 'enter' (the rule of the queue at /q returned " .. what
+                       .. ": a rule returns true, queue.ANY or one of the entries it was given)"
+            end
             local q = queue.new(c, "/q", q_opts({ rule = function() return "junk" end }))
-            raises_here("bad argument #3 to 'queue.new' (its rule returned a string: a rule "
-                        .. "returns true or one of the entries it was given)",
-                        function() local _ = q:enter(1) end)
+            raises_here(verdict_msg('the string "junk"'), function() local _ = q:enter(1) end)
             q = queue.new(c, "/q", q_opts({ rule = function() end }))
-            assert.has_error(function() q:enter(1) end,
-                             "bad argument #3 to 'queue.new' (its rule returned nil: a rule "
-                             .. "returns true or one of the entries it was given)")
+            raises_here(verdict_msg("nil"), function() local _ = q:enter(1) end)
+            q = queue.new(c, "/q", q_opts({ rule = function() return false end }))
+            raises_here(verdict_msg("a boolean (false)"), function() local _ = q:enter(1) end)
+            -- a table that looks like an entry but is not one of those given
+            q = queue.new(c, "/q", q_opts({ rule = function(entries, me)
+                return { name = entries[me].name, path = entries[me].path }
+            end }))
+            local ok, err = pcall(q.enter, q, 1)
+            assert.is_false(ok)
+            assert.matches("returned an entry that is not in the line it was given (_c_",
+                           err, 1, true)
+            -- our own entry: waiting on it would never end
+            q = queue.new(c, "/q", q_opts({ rule = function(entries, me) return entries[me] end }))
+            raises_here("bad rule verdict in 'enter' (the rule of the queue at /q returned our "
+                        .. "own entry: waiting on it would never end)",
+                        function() local _ = q:enter(1) end)
             c:sync("/q")
             assert.equal(0, #(c:children("/q") or {}))
+        end)
+
+        it("a rule maker passed uncalled raises with a hint; a rule that raises leaves no node",
+           function()
+            local q = queue.new(c, "/q", q_opts({ rule = queue.rule_fewer_than }))
+            raises_here("bad argument #1 to 'queue.rule_fewer_than' (n must be an integer >= 1, "
+                        .. "got a table: pass queue.rule_fewer_than(n) as the rule, not "
+                        .. "queue.rule_fewer_than)", function() local _ = q:enter(1) end)
+            raises_here("bad argument #1 to 'queue.rule_fewer_than' (n must be an integer >= 1, "
+                        .. "got 0)", function() local _ = queue.rule_fewer_than(0) end)
+            q = queue.new(c, "/q", q_opts({ rule = function() error("rule bug", 0) end }))
+            assert.has_error(function() q:enter(1) end, "rule bug")
+            c:sync("/q")
+            assert.equal(0, #(c:children("/q") or {}))
+            assert.is_nil(q:node())
         end)
     end)
 

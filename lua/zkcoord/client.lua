@@ -84,7 +84,8 @@ local function raise(msg, level)
     local k = (level or 2) + 1
     while true do
         local info = debug.getinfo(k, "S")
-        if not info or not our_source(info.source) then
+        -- C frames (pcall around a user's rule) are passed over too
+        if not info or (info.what ~= "C" and not our_source(info.source)) then
             break
         end
         k = k + 1

@@ -357,7 +357,15 @@ end
 --- Our node's sequence number (nil while not in the line).
 function _M:seq()
     check_self(self, "seq")
-    local seq = self._name and tonumber(match(self._name, "(%-?%d+)$"))
+    local name, seq = self._name, nil
+    if name then
+        for _, p in ipairs(self.patterns) do
+            if p.marker == self.marker then
+                seq = tonumber(match(name, p.pattern))
+                break
+            end
+        end
+    end
     if seq and seq < 0 then
         seq = seq + SEQ_WRAP
     end
