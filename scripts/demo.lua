@@ -66,7 +66,8 @@ if exists("examples/watch.lua") then
         .. "c:create([[/zkcoord-demo/config]],nil,{parents=true}) "
         .. "c:set([[/zkcoord-demo/config]],[[v$v]]) c:close()\"; sleep 0.2; done; wait $w'")
 end
-for _, name in ipairs({ "election", "semaphore", "barrier", "custom_recipe" }) do
+for _, name in ipairs({ "election", "semaphore", "barrier", "custom_recipe", "work_queue",
+                         "partitioner" }) do
     if exists("examples/" .. name .. ".lua") then
         run(name .. " example", "luajit examples/" .. name .. ".lua")
     end
