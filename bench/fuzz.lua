@@ -157,7 +157,7 @@ local NIL_OK = {
     ["client.session_id"] = true, ["client.session_password"] = true, ["client.log"] = true,
     ["client.process"] = true, ["lock.node"] = true, ["lease.node"] = true,
     ["queue.node"] = true, ["queue.stat"] = true, ["election.leader"] = true,
-    ["queue.on_lost"] = true,
+    ["queue.on_lost"] = true, ["queue.seq"] = true,
 }
 
 -- Function names a clear "bad argument #n to 'name'" may carry.
@@ -168,13 +168,14 @@ for _, n in ipairs({ "connect", "create", "get", "set", "delete", "exists", "chi
     "semaphore", "barrier", "double_barrier", "queue.new", "acquire", "release", "on_lost",
     "add", "compare_and_set", "campaign", "on_elected", "on_revoked", "wait", "enter",
     "leave", "cancel", "on_done", "remove_listener", "log", "check_path", "spawn", "run",
-    "fuzz" }) do
+    "queue.rule_fewer_than", "watch_line", "fuzz" }) do
     OUR_NAMES[n] = true
 end
 
 local CLEAR_PATTERNS = {
     "must be called on a",
     "cannot upgrade a read lock to a write lock",
+    "bad rule verdict in 'enter'",
 }
 
 -- Bugs this fuzzer found that are not fixed yet: they live in files others
@@ -930,8 +931,9 @@ end
 local function gen_queue_opts()
     local r = rnd()
     if r < 0.1 then return any_value() end
-    local rules = { queue.rule_first, queue.rule_fewer_than(rint(0, 3)),
+    local rules = { queue.rule_first, queue.rule_fewer_than(rint(1, 3)), queue.rule_fewer_than,
                     queue.rule_none_below("x-"), function() return "junk" end,
+                    function() return queue.ANY end, queue.rule_always,
                     function() error(SENTINEL .. ": rule raised") end, noop, "rule" }
     local o = {
         marker = pick({ "m-", "lock-", "", "x-", 5, nil }),
@@ -1061,7 +1063,7 @@ M.lease = { release = none, held = none, node = none, on_lost = fn_arg }
 M.barrier = { create = none, remove = none, is_set = none, wait = timeout_arg() }
 M.double_barrier = { enter = timeout_arg(), leave = timeout_arg(), participants = none }
 M.queue = { enter = timeout_arg(), leave = none, entries = none, is_through = none,
-            node = none, stat = none, on_lost = fn_arg }
+            node = none, seq = none, stat = none, on_lost = fn_arg, watch_line = fn_arg }
 
 -- What some methods return, to keep for later calls.
 local RETURNS = { ["rwlock.read_lock"] = "lock", ["rwlock.write_lock"] = "lock",
