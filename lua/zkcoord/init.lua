@@ -32,6 +32,7 @@ local RECIPES = {
     barrier = "zkcoord.barrier",
     double_barrier = "zkcoord.double_barrier",
     queue = "zkcoord.queue",
+    work_queue = "zkcoord.work_queue",
 }
 
 for method, modname in pairs(RECIPES) do

@@ -1,0 +1,407 @@
+--- zkcoord.work_queue: items many producers put and many consumers take,
+--- each taken by one live consumer at a time (kazoo's LockingQueue).
+--
+--   local q = client:work_queue("/jobs")
+--   q:put("resize img-42", { priority = 10 })      -- lower first, FIFO within a priority
+--   local item, err = q:take(30)                    -- waits without polling
+--   if item then work(item.data) item:ack() end     -- or item:release(): back to the queue
+--
+-- Node layout (kazoo's LockingQueue, so kazoo consumers take our items and
+-- we take theirs): items are persistent-sequential nodes under
+-- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq> (protected: a
+-- put whose reply was lost is found again, never doubled) or kazoo's
+-- entry-<priority>-<seq>, both read. A consumer claims an item by creating
+-- the ephemeral <path>/taken/<item name> (data: its id); ack() deletes
+-- claim and item in one multi, release() the claim. A consumer whose
+-- session ends loses its claims, and their items go back to the queue.
+-- Items are taken by priority, then sequence number (kazoo orders its own
+-- by name: the same order for its names).
+--
+-- Waiting: take() lists entries and claims with one watch each (one round
+-- trip, pipelined); a new item or a claim going wakes it. Every waiting
+-- consumer wakes on every change: consumers are few next to items.
+--
+-- Connection loss ("suspended"): claims and items stay; take() waits for
+-- the connection within its timeout. Session loss ("lost"): our claims are
+-- gone; item:ack() and item:release() on them return nil, "lost".
+local queue = require "zkcoord.queue"
+local client_mod = require "zkcoord.client"
+local core = require "zkcoord.core"
+
+local now = core.now
+local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
+    tonumber
+local setmetatable, getmetatable = setmetatable, getmetatable
+local match, format, sort = string.match, string.format, table.sort
+local argerror = client_mod.argerror
+
+local _M = {}
+local mt = { __index = _M }
+local Item = {}
+local item_mt = { __index = Item }
+
+local DEFAULT_PRIORITY = 100          -- kazoo's
+local OPT_KEYS = { id = true }
+local PUT_KEYS = { priority = true, timeout = true }
+-- A claim's create whose reply was lost may have happened: look before retrying.
+local UNKNOWN = { connectionloss = true, operationtimeout = true }
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a work queue (use q:%s(...))"):format(name, name), 3)
+    end
+end
+
+
+---@class zkcoord.work_queue_opts
+---@field id string? this consumer's id, the data of its claims (default "<hostname>:<pid>")
+
+--- client:work_queue(path, opts) -> q (no server state until put or take).
+function _M.new(client, path, opts)
+    client_mod.check_path(path, "work_queue", 1)
+    if opts ~= nil and type(opts) ~= "table" then
+        argerror(2, "work_queue", "opts must be a table, got " .. type(opts))
+    end
+    opts = opts or {}
+    for k in pairs(opts) do
+        if not OPT_KEYS[k] then
+            argerror(2, "work_queue", "unknown option '" .. tostring(k) .. "' (id)")
+        end
+    end
+    if opts.id ~= nil and type(opts.id) ~= "string" then
+        argerror(2, "work_queue", "id must be a string, got " .. type(opts.id))
+    end
+    local base = path == "/" and "" or path
+    return setmetatable({
+        client = client,
+        path = path,
+        entries = base .. "/entries",
+        taken = base .. "/taken",
+        id = opts.id or require("zkcoord.election").default_id(),
+    }, mt)
+end
+
+
+--- Puts an item. opts.priority: 0..999, lower first (default 100);
+--- opts.timeout: seconds (default the session timeout).
+---@return true|nil ok, string? err
+function _M:put(data, opts)
+    check_self(self, "put")
+    if type(data) ~= "string" then
+        argerror(1, "put", "data must be a string, got " .. type(data))
+    end
+    if opts ~= nil and type(opts) ~= "table" then
+        argerror(2, "put", "opts must be a table, got " .. type(opts))
+    end
+    opts = opts or {}
+    for k in pairs(opts) do
+        if not PUT_KEYS[k] then
+            argerror(2, "put", "unknown option '" .. tostring(k) .. "' (priority, timeout)")
+        end
+    end
+    local prio = opts.priority or DEFAULT_PRIORITY
+    if type(prio) ~= "number" or prio % 1 ~= 0 or prio < 0 or prio > 999 then
+        argerror(2, "put", "priority must be an integer from 0 to 999, got " .. tostring(prio))
+    end
+    local timeout = opts.timeout
+    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
+        argerror(2, "put", "timeout must be a number >= 0")
+    end
+    -- A place in the entries line that never waits: the queue primitive's
+    -- protected, persistent create (found again after a lost reply).
+    local q = queue.new(self.client, self.entries, {
+        marker = format("p%03d-entry-", prio), rule = queue.rule_always,
+        persistent = true, data = data, parents = "persistent",
+    })
+    local ok, err = q:enter(timeout or self.client:session_timeout())
+    if not ok then
+        return nil, err
+    end
+    return true
+end
+
+
+-- Priority and sequence number of an item's name (ours or kazoo's).
+local function item_key(name)
+    local p, s = match(name, "^_c_.*%-p(%d%d%d)%-entry%-(%d+)$")
+    if not p then
+        p, s = match(name, "^entry%-(%d%d%d)%-(%d+)$")
+    end
+    if p then
+        return tonumber(p), tonumber(s)
+    end
+end
+
+
+local function by_key(a, b)
+    if a.priority ~= b.priority then
+        return a.priority < b.priority
+    end
+    return a.seq < b.seq
+end
+
+
+-- The items of a listing, in taking order: { name =, priority =, seq = }.
+local function sorted_items(names)
+    local out = {}
+    for _, name in ipairs(names) do
+        local p, s = item_key(name)
+        if p then
+            out[#out + 1] = { name = name, priority = p, seq = s }
+        end
+    end
+    sort(out, by_key)
+    return out
+end
+
+
+--- How many items are in the queue (taken ones included, until acked).
+---@return integer|nil n, string? err
+function _M:len()
+    check_self(self, "len")
+    local names, err = self.client:children(self.entries)
+    if not names then
+        return err == "nonode" and 0 or nil, err ~= "nonode" and err or nil
+    end
+    return #sorted_items(names)
+end
+
+
+local function remaining(deadline)
+    local left = deadline - now()
+    return left > 0 and left or 0
+end
+
+
+-- A claim whose create reply was lost, and which we could not look at in
+-- time, may exist in our session and hold its item until the session ends:
+-- once connected again in that session, delete it if it is ours.
+local function drop_if_ours(client, claim, sid)
+    local listener
+    local function try(state)
+        if client:session_id() ~= sid or state == "closed" or state == "lost" then
+            client:remove_listener(listener)
+        elseif state == "connected" then
+            client:remove_listener(listener)
+            client:send("exists", claim):on_done(function(st)
+                if st and st.ephemeral_owner == sid then
+                    client:delete_guaranteed(claim)
+                end
+            end)
+        end
+    end
+    listener = client:on_state(try)
+    try(client:state())
+end
+
+
+-- Tries to claim one item; returns the item, false (taken by another, or
+-- acked meanwhile), or nil, err.
+function _M:_claim(e, deadline)
+    local client = self.client
+    local claim = self.taken .. "/" .. e.name
+    local path = self.entries .. "/" .. e.name
+    local sid = client:session_id()
+    local fc = client:send("create", claim, self.id, { ephemeral = true })
+    local fg = client:send("get", path)
+    local created, cerr = fc:wait(remaining(deadline))
+    local data, stat = fg:wait(remaining(deadline))
+    if not created and UNKNOWN[cerr] then
+        -- Did our create happen? Only our own session's claim is ours.
+        if not client:wait_connected(remaining(deadline)) or client:session_id() ~= sid then
+            drop_if_ours(client, claim, sid)
+            return nil, "timeout"
+        end
+        local st = client:exists(claim)
+        if not (st and st.ephemeral_owner == sid) then
+            return false
+        end
+        data, stat = client:get(path)    -- ours: the create did happen
+    elseif not created then
+        if cerr == "nodeexists" then
+            return false
+        elseif cerr == "nonode" then
+            -- no taken/ parent yet: make it, then try again
+            local ok, perr = client:create(self.taken, nil, { parents = true })
+            if ok or perr == "nodeexists" then
+                return self:_claim(e, deadline)
+            end
+            return nil, perr
+        end
+        return nil, cerr
+    end
+    if data == nil then
+        client:delete(claim)    -- acked by someone else meanwhile
+        return false
+    end
+    return setmetatable({
+        queue = self, data = data, path = path, priority = e.priority, claim = claim,
+        stat = stat, _sid = sid,
+    }, item_mt)
+end
+
+
+-- After a failed request: go on once connected again (true), or why not.
+function _M:_recover(err, deadline)
+    local client = self.client
+    if err == "closed" or client:state() == "closed" then
+        return nil, "closed"
+    elseif err ~= "timeout" and not UNKNOWN[err] and err ~= "sessionexpired" then
+        return nil, err
+    end
+    if remaining(deadline) == 0 or not client:wait_connected(remaining(deadline)) then
+        return nil, client:state() == "closed" and "closed" or "timeout"
+    end
+    return true
+end
+
+
+-- No children watch is set on a missing node: make entries/ and taken/.
+function _M:_make_paths(deadline)
+    local client = self.client
+    local f1 = client:send("create", self.entries, nil, { parents = true })
+    local f2 = client:send("create", self.taken, nil, { parents = true })
+    local ok1, e1 = f1:wait(remaining(deadline))
+    local ok2, e2 = f2:wait(remaining(deadline))
+    local err = not ok1 and e1 ~= "nodeexists" and e1 or not ok2 and e2 ~= "nodeexists" and e2
+    if err then
+        return self:_recover(err, deadline)
+    end
+    return true
+end
+
+
+--- Takes the first item nobody holds, waiting at most `timeout` seconds
+--- (nil: as long as it takes; 0: only what is there now).
+---@return table|nil item, string? err "timeout" | "closed" | a ZooKeeper code
+function _M:take(timeout)
+    check_self(self, "take")
+    client_mod.check_timeout(timeout, "take", 1)
+    local client = self.client
+    local deadline = timeout and now() + timeout or math.huge
+    while true do
+        if client:state() == "closed" then
+            return nil, "closed"
+        end
+        -- Both listings carry a watch: a new item or a claim going wakes us.
+        local ev = client:waiter():event()
+        local function wake()
+            ev:set()
+        end
+        local function unwatch()
+            client:remove_watches(self.entries, wake)
+            client:remove_watches(self.taken, wake)
+        end
+        local fe = client:send("children", self.entries, wake)
+        local ft = client:send("children", self.taken, wake)
+        local names, err = fe:wait(remaining(deadline))
+        local taken, terr = ft:wait(remaining(deadline))
+        local ok, why = true, nil
+        if not names or not taken then
+            unwatch()
+            err = names and terr or err
+            if err == "nonode" then
+                ok, why = self:_make_paths(deadline)
+            else
+                ok, why = self:_recover(err, deadline)
+            end
+        else
+            local held = {}
+            for _, n in ipairs(taken) do held[n] = true end
+            local failed = false
+            for _, e in ipairs(sorted_items(names)) do
+                if not held[e.name] then
+                    local item, cerr = self:_claim(e, deadline)
+                    if item then
+                        unwatch()
+                        return item
+                    elseif item == nil then
+                        unwatch()
+                        ok, why = self:_recover(cerr, deadline)
+                        failed = true
+                        break
+                    end
+                end
+            end
+            if not failed and (remaining(deadline) == 0 or not ev:wait(remaining(deadline))) then
+                unwatch()
+                return nil, client:state() == "closed" and "closed" or "timeout"
+            end
+        end
+        if not ok then
+            return nil, why
+        end
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Items.
+
+local function check_item(self, name)
+    if getmetatable(self) ~= item_mt then
+        error(("'%s' must be called on a taken item (use item:%s())"):format(name, name), 3)
+    end
+end
+
+
+-- Is our claim still ours? It lives as long as the session that made it.
+local function claimed(self)
+    return self.claim ~= nil and self._sid ~= nil and self._sid == self.queue.client:session_id()
+end
+
+
+--- Done with the item: it is removed from the queue (claim and item in one
+--- multi).
+---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
+function Item:ack()
+    check_item(self, "ack")
+    if not self.claim then
+        return nil, "notheld"
+    end
+    if not claimed(self) then
+        self.claim = nil
+        return nil, "lost"
+    end
+    local res, err = self.queue.client:multi {
+        { op = "delete", path = self.claim }, { op = "delete", path = self.path },
+    }
+    if not res then
+        return nil, err
+    end
+    self.claim = nil
+    return true
+end
+
+
+--- Gives the item back to the queue, for another consumer (or us) to take.
+---@return true|nil ok, string? err "lost" | "notheld" | a code
+function Item:release()
+    check_item(self, "release")
+    if not self.claim then
+        return nil, "notheld"
+    end
+    if not claimed(self) then
+        self.claim = nil
+        return nil, "lost"
+    end
+    local ok, err = self.queue.client:delete(self.claim)
+    if not ok and err ~= "nonode" then
+        return nil, err
+    end
+    self.claim = nil
+    return true
+end
+
+
+--- Is the item still held by us (claim alive in our session)?
+function Item:held()
+    check_item(self, "held")
+    return claimed(self)
+end
+
+
+_M.mt = mt
+_M.item_mt = item_mt
+return _M
