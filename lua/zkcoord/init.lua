@@ -33,6 +33,7 @@ local RECIPES = {
     double_barrier = "zkcoord.double_barrier",
     queue = "zkcoord.queue",
     work_queue = "zkcoord.work_queue",
+    persistent_node = "zkcoord.persistent_node",
 }
 
 for method, modname in pairs(RECIPES) do

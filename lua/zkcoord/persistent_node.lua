@@ -1,0 +1,323 @@
+--- zkcoord.persistent_node: a node that stays present through connection
+--- loss, session expiry and deletes by others, until closed (Curator's
+--- PersistentNode; the basis of service registration and group membership).
+--
+--   local n = client:persistent_node("/services/api/host-a", "10.0.0.5:8080")
+--   assert(n:wait(5))                  -- present now
+--   n:set("10.0.0.5:8081")             -- kept for every re-creation
+--   n:close()                          -- deleted
+--
+-- Ephemeral by default: the node goes with our session, and we create it
+-- again, with its latest data, as soon as a new session connects. A watch
+-- on the node notices a delete by someone else: created again at once.
+-- A node of the same path owned by another live session is not ours to
+-- take: we watch it and create ours when it goes (Curator does the same).
+-- A persistent one (opts.ephemeral = false) found present is adopted and
+-- given our data.
+--
+-- Sequential (opts.sequential): the node is a protected sequential node
+-- (zkcoord.queue's place in a line, which finds a create whose reply was
+-- lost); each re-creation gets a new sequence number: n:path() tells it.
+--
+-- Re-creation runs in the client's callbacks (a state change, a watch): in
+-- plain Lua inside whichever call is waiting, in nginx in a timer.
+local queue = require "zkcoord.queue"
+local client_mod = require "zkcoord.client"
+
+local type, error, pairs, tostring, setmetatable, getmetatable = type, error, pairs, tostring,
+    setmetatable, getmetatable
+local match = string.match
+local argerror = client_mod.argerror
+
+local _M = {}
+local mt = { __index = _M }
+
+local OPT_KEYS = { ephemeral = true, sequential = true }
+local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
+                    timeout = true }
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a persistent node (use n:%s(...))"):format(name, name), 3)
+    end
+end
+
+
+---@class zkcoord.persistent_node_opts
+---@field ephemeral boolean? default true: the node goes with our session (and is re-created)
+---@field sequential boolean? default false: a protected sequential node; path() tells its name
+
+--- client:persistent_node(path, data, opts) -> n. Starts creating the node
+--- at once (waits at most one round trip); n:wait(timeout) waits until it
+--- is present.
+function _M.new(client, path, data, opts)
+    client_mod.check_path(path, "persistent_node", 1)
+    if data ~= nil and type(data) ~= "string" then
+        argerror(2, "persistent_node", "data must be a string or nil, got " .. type(data))
+    end
+    if opts ~= nil and type(opts) ~= "table" then
+        argerror(3, "persistent_node", "opts must be a table, got " .. type(opts))
+    end
+    opts = opts or {}
+    for k, v in pairs(opts) do
+        if not OPT_KEYS[k] then
+            argerror(3, "persistent_node", "unknown option '" .. tostring(k)
+                     .. "' (ephemeral, sequential)")
+        elseif type(v) ~= "boolean" then
+            argerror(3, "persistent_node", k .. " must be a boolean, got " .. type(v))
+        end
+    end
+    if path == "/" then
+        argerror(1, "persistent_node", "the root cannot be a persistent node")
+    end
+    local self = setmetatable({
+        client = client,
+        want = path,                     -- the path asked for (the prefix, if sequential)
+        data = data,
+        ephemeral = opts.ephemeral ~= false,
+        sequential = opts.sequential or false,
+        _path = nil,                     -- the node's path while present
+        _sid = nil,                      -- the session that created it (ephemeral)
+        _closed = false,
+        _busy = false,
+        _watching = nil,                 -- the path our exists watch is on
+        _evs = {},                       -- events of wait()s, set when the node is made
+    }, mt)
+    if self.sequential then
+        local parent, name = match(path, "^(.*)/([^/]+)$")
+        self._q = queue.new(client, parent == "" and "/" or parent, {
+            marker = name, rule = queue.rule_always, data = data,
+            persistent = not self.ephemeral,
+        })
+    end
+    self._listener = client:on_state(function(state)
+        if state == "connected" then
+            self:_ensure()
+        end
+    end)
+    self:_ensure()
+    return self
+end
+
+
+-- Our node is present: note it, and wake whoever waits for it.
+function _M:_present(path)
+    self._path, self._sid = path, self.client:session_id()
+    local evs = self._evs
+    if #evs > 0 then
+        self._evs = {}
+        for i = 1, #evs do evs[i]:set() end
+    end
+end
+
+
+-- The node went (deleted, or its session ended): forget it, create again.
+local function node_event(ev, self)
+    if ev.path ~= self._watching then
+        return
+    end
+    self._watching = nil
+    if self._closed or ev.path ~= self._path then
+        return
+    end
+    if ev.type == "deleted" or ev.type == "session" then
+        self._path = nil
+    end
+    self:_ensure()     -- re-creates it, or watches it again (a data change)
+end
+
+
+-- Watches our node (a delete re-creates it). Returns false when it is
+-- gone already, true otherwise (also when the connection dropped: the
+-- next "connected" looks again).
+function _M:_watch()
+    local path = self._path
+    if self._watching == path then
+        return true
+    end
+    local stat, err = self.client:exists(path, function(ev) node_event(ev, self) end)
+    if stat then
+        self._watching = path
+        return true
+    end
+    if stat == false or err == "nonode" then
+        self._path = nil
+        return false
+    end
+    return true
+end
+
+
+-- A node at our path that is someone else's: create ours when it goes.
+function _M:_wait_for_other(path)
+    self.client:exists(path, function(ev)
+        if ev.type == "deleted" and not self._closed and not self._path then
+            self:_ensure()
+        end
+    end)
+end
+
+
+-- Creates the node unless it is present (idempotent; one at a time).
+function _M:_ensure()
+    if self._closed or self._busy then
+        return
+    end
+    local client = self.client
+    if client:state() ~= "connected" then
+        return            -- the next "connected" brings us back
+    end
+    if self._path and self.ephemeral and self._sid ~= client:session_id() then
+        self._path, self._watching = nil, nil   -- the session that owned it ended
+    end
+    if self._path and self:_watch() then
+        return
+    end
+    self._busy = true
+    local ok, err
+    for _ = 1, 5 do       -- again only when the node went between create and watch
+        ok, err = self:_create()
+        if ok ~= false then
+            break
+        end
+    end
+    self._busy = false
+    if not ok and err and not TRANSIENT[err] and err ~= "closed" and err ~= "nodeexists" then
+        client:log("error", "persistent node " .. self.want .. ": " .. tostring(err))
+    end
+    if ok and self._closed then
+        self:_delete()    -- closed while we were creating it
+    end
+end
+
+
+-- One try: true (present and watched), false (gone at once: try again),
+-- or nil, err.
+function _M:_create()
+    local client = self.client
+    if self.sequential then
+        local ok, err = self._q:enter(client:session_timeout())
+        if not ok then
+            return nil, err
+        end
+        self:_present(self._q:node())
+        return self:_watch()
+    end
+    local path, err = client:create(self.want, self.data, {
+        ephemeral = self.ephemeral or nil, parents = "container",
+    })
+    if path then
+        self:_present(path)
+        return self:_watch()
+    end
+    if err ~= "nodeexists" then
+        return nil, err
+    end
+    local stat, serr = client:exists(self.want)
+    if stat == false then
+        return false                     -- gone meanwhile: again
+    elseif not stat then
+        return nil, serr
+    end
+    if self.ephemeral and stat.ephemeral_owner ~= client:session_id() then
+        self:_wait_for_other(self.want)  -- another live session's: ours when it goes
+        return nil, "nodeexists"
+    end
+    -- Ours already (a lost create reply), or a persistent node to adopt.
+    if self.data ~= nil then
+        client:set(self.want, self.data)
+    end
+    self:_present(self.want)
+    return self:_watch()
+end
+
+
+function _M:_delete()
+    local path = self._path
+    self._path, self._watching = nil, nil
+    if self.sequential then
+        return self._q:leave()
+    end
+    if path then
+        local ok, err = self.client:delete(path)
+        if not ok and err ~= "nonode" then
+            return nil, err
+        end
+    end
+    return true
+end
+
+
+--- Waits until the node is present, at most `timeout` seconds (nil: the
+--- session timeout).
+---@return true|nil ok, string? err "timeout" | "closed"
+function _M:wait(timeout)
+    check_self(self, "wait")
+    client_mod.check_timeout(timeout, "wait", 1)
+    local client = self.client
+    local w = client:waiter()
+    local deadline = w:now() + (timeout or client:session_timeout())
+    while true do
+        if self._closed or client:state() == "closed" then
+            return nil, "closed"
+        end
+        self:_ensure()
+        if self._path then
+            return true
+        end
+        local left = deadline - w:now()
+        if left <= 0 then
+            return nil, "timeout"
+        end
+        -- Woken when the node is made (a state change or a watch does it).
+        local ev = w:event()
+        self._evs[#self._evs + 1] = ev
+        ev:wait(left)
+    end
+end
+
+
+--- The node's path while it is present (nil otherwise).
+function _M:path()
+    check_self(self, "path")
+    return self._path
+end
+
+
+--- Sets the node's data now (if present) and for every re-creation.
+---@return table|nil stat, string? err
+function _M:set(data)
+    check_self(self, "set")
+    if type(data) ~= "string" then
+        argerror(1, "set", "data must be a string, got " .. type(data))
+    end
+    self.data = data
+    if self._q then
+        self._q.data = data
+    end
+    if not self._path then
+        return nil, "nonode"
+    end
+    return self.client:set(self._path, data)
+end
+
+
+--- Stops keeping the node and deletes it.
+---@return true|nil ok, string? err
+function _M:close()
+    check_self(self, "close")
+    if self._closed then
+        return true
+    end
+    self._closed = true
+    self.client:remove_listener(self._listener)
+    if self._busy then
+        return true       -- the create in progress deletes what it made
+    end
+    return self:_delete()
+end
+
+
+_M.mt = mt
+return _M
