@@ -34,6 +34,8 @@ local RECIPES = {
     queue = "zkcoord.queue",
     work_queue = "zkcoord.work_queue",
     persistent_node = "zkcoord.persistent_node",
+    group = "zkcoord.group",
+    partitioner = "zkcoord.partitioner",
 }
 
 for method, modname in pairs(RECIPES) do

@@ -1,0 +1,171 @@
+--- zkcoord.group: group membership (Curator's GroupMember, kazoo's Party).
+--
+--   local g = client:group("/services/api", "host-a", "10.0.0.5:8080")
+--   assert(g:join(5))
+--   g:on_change(function(members) ... end)    -- id -> data, now and on every change
+--   g:members()                               -- id -> data
+--   g:leave()
+--
+-- Node layout (Curator GroupMember's): <path>/<id>, ephemeral, data = the
+-- member's data; every child of <path> is a member. Our member node is a
+-- zkcoord.persistent_node: after a session expiry (or a delete by someone
+-- else) it is created again by itself, with the latest data.
+--
+-- on_change runs on membership changes (a member joining or leaving), with
+-- every member's data as read then; a member's data change alone does not
+-- run it. Suspended: members stay as they were (the session may live).
+-- Lost: our node goes with the session and comes back with the new one.
+local client_mod = require "zkcoord.client"
+
+local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, ipairs,
+    tostring, setmetatable, getmetatable
+local find = string.find
+local argerror = client_mod.argerror
+
+local _M = {}
+local mt = { __index = _M }
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a group (use g:%s(...))"):format(name, name), 3)
+    end
+end
+
+
+--- client:group(path, id, data) -> g (no server state until join()).
+function _M.new(client, path, id, data)
+    client_mod.check_path(path, "group", 1)
+    if type(id) ~= "string" or id == "" or find(id, "[/%c]") or id == "." or id == ".." then
+        argerror(2, "group", "id must be a non-empty string without '/' or control characters, got "
+                 .. (type(id) == "string" and ("%q"):format(id) or type(id)))
+    end
+    if data ~= nil and type(data) ~= "string" then
+        argerror(3, "group", "data must be a string or nil, got " .. type(data))
+    end
+    return setmetatable({
+        client = client,
+        path = path,
+        id = id,
+        data = data,
+        node_path = (path == "/" and "" or path) .. "/" .. id,
+        _node = nil,          -- our persistent_node while joined
+        _watches = {},
+    }, mt)
+end
+
+
+--- Joins (our member node is kept present until leave()); waits at most
+--- `timeout` seconds (default: the session timeout) for it to be there.
+---@return true|nil ok, string? err "timeout" | "closed"
+function _M:join(timeout)
+    check_self(self, "join")
+    client_mod.check_timeout(timeout, "join", 1)
+    if not self._node then
+        self._node = self.client:persistent_node(self.node_path, self.data)
+    end
+    return self._node:wait(timeout)
+end
+
+
+--- Leaves: our member node is deleted and no longer kept.
+---@return true|nil ok, string? err
+function _M:leave()
+    check_self(self, "leave")
+    local node = self._node
+    self._node = nil
+    if not node then
+        return true
+    end
+    return node:close()
+end
+
+
+--- Changes our member data (now if joined, and for every re-creation).
+---@return table|true|nil stat, string? err
+function _M:set(data)
+    check_self(self, "set")
+    if type(data) ~= "string" then
+        argerror(1, "set", "data must be a string, got " .. type(data))
+    end
+    self.data = data
+    if not self._node then
+        return true       -- used at join()
+    end
+    return self._node:set(data)
+end
+
+
+-- Every member's data, for a listing (one pipelined round trip). A member
+-- that left meanwhile is skipped.
+local function read_members(self, names)
+    local client, base = self.client, self.path == "/" and "" or self.path
+    local fs, out = {}, {}
+    for i, name in ipairs(names) do
+        fs[i] = client:send("get", base .. "/" .. name)
+    end
+    for i, f in ipairs(fs) do
+        local data, err = f:wait()
+        if data then
+            out[names[i]] = data
+        elseif err ~= "nonode" then
+            return nil, err
+        end
+    end
+    return out
+end
+
+
+--- The members now: id -> data.
+---@return table|nil members, string? err
+function _M:members()
+    check_self(self, "members")
+    local names, err = self.client:children(self.path)
+    if not names then
+        if err == "nonode" then
+            return {}
+        end
+        return nil, err
+    end
+    return read_members(self, names)
+end
+
+
+--- fn(members) now and after every membership change (id -> data), until
+--- g:close(). Returns the watch (w:cancel() stops this one).
+---@return table|nil w, string? err
+function _M:on_change(fn)
+    check_self(self, "on_change")
+    if type(fn) ~= "function" then
+        argerror(1, "on_change", "function expected, got " .. type(fn))
+    end
+    local w, err = self.client:watch(self.path, function(names)
+        local members, rerr = read_members(self, names or {})
+        if members then
+            fn(members)
+        else
+            self.client:log("warn", "group " .. self.path .. ": members not read: "
+                            .. tostring(rerr))
+        end
+    end, { kind = "children" })
+    if not w then
+        return nil, err
+    end
+    self._watches[#self._watches + 1] = w
+    return w
+end
+
+
+--- Leaves and stops every on_change watch.
+function _M:close()
+    check_self(self, "close")
+    for _, w in ipairs(self._watches) do
+        w:cancel()
+    end
+    self._watches = {}
+    return self:leave()
+end
+
+
+_M.mt = mt
+return _M
