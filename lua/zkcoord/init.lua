@@ -36,6 +36,7 @@ local RECIPES = {
     persistent_node = "zkcoord.persistent_node",
     group = "zkcoord.group",
     partitioner = "zkcoord.partitioner",
+    multi_lock = "zkcoord.multi_lock",
 }
 
 for method, modname in pairs(RECIPES) do

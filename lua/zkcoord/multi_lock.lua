@@ -1,0 +1,155 @@
+--- zkcoord.multi_lock: several locks taken as one, all or none (Curator's
+--- InterProcessMultiLock).
+--
+--   local ml = client:multi_lock({ "/locks/account-1", "/locks/account-2" })
+--   local ok, err = ml:acquire(5)      -- nil: wait forever, 0: try once
+--   if ok then transfer() ml:release() end
+--
+-- Algorithm: the locks (zkcoord.lock, so each is fair and herd-free, and
+-- Curator's InterProcessMutex on the same path excludes us too) are taken
+-- one by one in the byte order of their paths, whatever the order given.
+-- Two multi-locks over overlapping paths therefore never wait for each
+-- other in a cycle: no deadlock, with or without timeouts (Curator takes
+-- them in the order given and relies on the timeout). If one cannot be had
+-- in time, those taken are released: all or none.
+--
+-- Suspended: the locks stay held. Lost (session expired, or one of our
+-- nodes deleted): held() turns false and on_lost(fn(reason, path)) runs for
+-- each lock lost; release() then gives back the others.
+local client_mod = require "zkcoord.client"
+
+local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, ipairs,
+    tostring, setmetatable, getmetatable
+local sort = table.sort
+local argerror = client_mod.argerror
+
+local _M = {}
+local mt = { __index = _M }
+
+
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a multi-lock (use ml:%s(...))"):format(name, name), 3)
+    end
+end
+
+
+--- client:multi_lock(paths, opts) -> ml. opts go to every lock (owner, data).
+function _M.new(client, paths, opts)
+    if type(paths) ~= "table" or #paths == 0 then
+        argerror(1, "multi_lock", "paths must be a non-empty array of paths, got "
+                 .. type(paths))
+    end
+    local sorted, seen = {}, {}
+    for i, p in ipairs(paths) do
+        client_mod.check_path(p, "multi_lock", 1)
+        if seen[p] then
+            argerror(1, "multi_lock", "paths[" .. i .. "] is there twice: " .. p)
+        end
+        seen[p] = true
+        sorted[i] = p
+    end
+    if #sorted ~= client_mod.array_length(paths) then
+        argerror(1, "multi_lock", "paths must be an array without holes")
+    end
+    sort(sorted)
+    local locks = {}
+    for i, p in ipairs(sorted) do
+        locks[i] = client:lock(p, opts)
+    end
+    local self = setmetatable({ client = client, paths = sorted, locks = locks,
+                                _lost_fns = {} }, mt)
+    for i, l in ipairs(locks) do
+        l:on_lost(function(reason)
+            self._lost = true
+            for _, fn in ipairs(self._lost_fns) do
+                local ok, err = pcall(fn, reason, sorted[i])
+                if not ok then
+                    client:log("error", "multi_lock on_lost callback failed: " .. tostring(err))
+                end
+            end
+        end)
+    end
+    return self
+end
+
+
+--- Takes every lock, in path order, within `timeout` seconds in all (nil:
+--- as long as it takes, 0: try each once). All or none.
+---@return true|nil ok, string? err "timeout" | "closed" | a code
+function _M:acquire(timeout)
+    check_self(self, "acquire")
+    client_mod.check_timeout(timeout, "acquire", 1)
+    local w = self.client:waiter()
+    local deadline = timeout and w:now() + timeout
+    for i, l in ipairs(self.locks) do
+        local left
+        if deadline then
+            left = deadline - w:now()
+            if left < 0 or timeout == 0 then left = 0 end
+        end
+        local ok, err = l:acquire(left)
+        if not ok then
+            for j = i - 1, 1, -1 do
+                self.locks[j]:release()
+            end
+            return nil, err
+        end
+    end
+    self._lost = false
+    return true
+end
+
+
+--- Releases every lock (the reverse order), the others also when one
+--- fails. nil, "lost" if one was lost since acquire(); else the first
+--- failure ("notheld": not held).
+---@return true|nil ok, string? err
+function _M:release()
+    check_self(self, "release")
+    if self._lost then
+        self._lost = false
+        for i = #self.locks, 1, -1 do
+            self.locks[i]:release()
+        end
+        return nil, "lost"
+    end
+    local first
+    for i = #self.locks, 1, -1 do
+        local ok, err = self.locks[i]:release()
+        if not ok and not first then
+            first = err
+        end
+    end
+    if first then
+        return nil, first
+    end
+    return true
+end
+
+
+--- Are all the locks held, in a live session?
+function _M:held()
+    check_self(self, "held")
+    for _, l in ipairs(self.locks) do
+        if not l:held() then
+            return false
+        end
+    end
+    return true
+end
+
+
+--- fn(reason, path) when one of the held locks is lost.
+function _M:on_lost(fn)
+    check_self(self, "on_lost")
+    if type(fn) ~= "function" then
+        argerror(1, "on_lost", "function expected, got " .. type(fn))
+    end
+    self._lost_fns[#self._lost_fns + 1] = fn
+    return fn
+end
+
+
+_M.mt = mt
+return _M

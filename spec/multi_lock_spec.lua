@@ -1,0 +1,84 @@
+-- The multi-lock against a real server: all or none, and two multi-locks
+-- over the same paths in opposite orders never deadlock.
+local zk = require "helpers.zk"
+
+describe("multi_lock #zk", function()
+    local root, c, other
+
+    before_each(function()
+        root = zk.new_root("mlock")
+        c = zk.client { chroot = root }
+        other = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("takes all or none", function()
+        local blocker = other:lock("/b")
+        assert.is_true(blocker:acquire(5))
+        local ml = c:multi_lock({ "/b", "/a" })
+        assert.same({ nil, "timeout" }, { ml:acquire(0.3) })
+        assert.is_false(ml:held())
+        c:sync("/a")
+        assert.same({}, c:children("/a"))     -- /a was taken, then given back
+        assert.same({ nil, "timeout" }, { ml:acquire(0) })
+        blocker:release()
+        assert.is_true(ml:acquire(5))
+        assert.is_true(ml:held())
+        assert.same({ nil, "timeout" }, { other:lock("/a"):acquire(0) })
+        assert.is_true(ml:release())
+        assert.is_false(ml:held())
+        assert.same({ nil, "notheld" }, { ml:release() })
+        assert.is_true(other:lock("/a"):acquire(1))
+    end)
+
+    it("two multi-locks over the same paths in opposite orders never deadlock", function()
+        local inside, overlap, done, failures = 0, 0, 0, {}
+        for _, paths in ipairs { { "/x", "/y", "/z" }, { "/z", "/y", "/x" } } do
+            for _ = 1, 2 do
+                c:spawn(function()
+                    local ml = c:multi_lock(paths)   -- each coroutine its own owner
+                    for _ = 1, 10 do
+                        local ok, err = ml:acquire(5)
+                        if not ok then failures[#failures + 1] = err break end
+                        inside = inside + 1
+                        if inside > 1 then overlap = overlap + 1 end
+                        c:waiter():sleep(0.005)
+                        inside = inside - 1
+                        assert(ml:release())
+                    end
+                    done = done + 1
+                end)
+            end
+        end
+        assert.is_true(c:run(60))
+        assert.same({}, failures)
+        assert.equal(4, done)
+        assert.equal(0, overlap)
+    end)
+
+    it("reports a lost lock with its path", function()
+        local ml = c:multi_lock({ "/l1", "/l2" })
+        local lost = {}
+        ml:on_lost(function(reason, path) lost[#lost + 1] = path .. ":" .. reason end)
+        assert.is_true(ml:acquire(5))
+        local node = assert(c:children("/l2"))[1]
+        assert.truthy(other:delete("/l2/" .. node))
+        assert.truthy(zk.wait_until(function() return #lost > 0 end, 5, c))
+        assert.same({ "/l2:deleted" }, lost)
+        assert.is_false(ml:held())
+        assert.same({ nil, "lost" }, { ml:release() })
+    end)
+
+    it("raises on bad arguments", function()
+        assert.has_error(function() c:multi_lock({}) end)
+        assert.has_error(function() c:multi_lock("/a") end)
+        assert.has_error(function() c:multi_lock({ "/a", "/a" }) end)
+        assert.has_error(function() c:multi_lock({ "/a", "rel" }) end)
+        assert.has_error(function() c:multi_lock({ "/a", nil, "/b" }) end)
+        assert.has_error(function() c:multi_lock({ "/a" }):acquire(-1) end)
+    end)
+end)
