@@ -10,9 +10,12 @@ pkgs=(
   lua-busted luarocks lua-check
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
+  libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
 )
+# javac for the Curator peer: any JDK will do (this machine kind may ship one)
+command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
 if [ "${ZKCOORD_BENCH_DEPS:-0}" = 1 ]; then
-  pkgs+=(python3-kazoo libcurator-recipes-java libcurator-framework-java default-jdk-headless gnuplot-nox)
+  pkgs+=(python3-kazoo gnuplot-nox)
 fi
 
 missing=()
