@@ -10,8 +10,8 @@ local core = require "zkcoord.core"
 local client = require "zkcoord.client"
 
 local _M = {
-    _VERSION = "0.1.0",
-    version = "0.1.0",
+    _VERSION = require("zkcoord.version"),
+    version = require("zkcoord.version"),
     zookeeper_version = core.zookeeper_version,
     errors = require "zkcoord.errors",
 }
