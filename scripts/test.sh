@@ -33,6 +33,13 @@ else
   cat "$log"; failed=$((failed + 1))
 fi
 
+echo "== API reference (scripts/apidoc.sh --check)"
+if bash scripts/apidoc.sh --check >"$log" 2>&1; then
+  passed=$((passed + 1)); cat "$log"
+else
+  cat "$log"; failed=$((failed + 1))
+fi
+
 echo "== busted (normal build)"
 busted -o utfTerminal "$@" 2>&1 | tee "$log"
 count "normal build"

@@ -16,8 +16,17 @@ local _M = {
     errors = require "zkcoord.errors",
 }
 
+--- Opens a client: `zkcoord.connect{ servers = "127.0.0.1:2181", ... }`
+-- (options in `zkcoord.client.connect`).
+-- @function connect
 _M.connect = client.connect
+
+--- Seconds on a monotonic clock, as the library's timeouts use.
+-- @function now
 _M.now = core.now
+
+--- Raises unless `path` is an absolute ZooKeeper path.
+-- @function check_path
 _M.check_path = client.check_path
 
 -- Recipes attach themselves to the client as methods: client:lock(path, opts)

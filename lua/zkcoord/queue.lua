@@ -53,8 +53,9 @@ local SEQ_WRAP = 4294967296
 
 
 --- A random version-4 UUID (36 characters, as Curator's protected names use),
---- from the kernel's random source: never math.random, whose sequence is
---- the application's.
+-- from the kernel's random source: never math.random, whose sequence is
+-- the application's.
+-- @function uuid
 _M.uuid = core.uuid
 
 
