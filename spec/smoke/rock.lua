@@ -209,6 +209,22 @@ check("election: on_elected and on_revoked(reason)", function()
     expect(reason == "resigned", "on_revoked's argument", reason)
 end)
 
+check("coroutines: spawn and run share one client", function()
+    local c = client:counter(base .. "/spawned")
+    local results = {}
+    for i = 1, 4 do
+        client:spawn(function(delta)
+            local l = client:lock(base .. "/spawned-lock")
+            assert(l:acquire(5))
+            results[#results + 1] = assert(c:add(delta))
+            l:release()
+        end, i)
+    end
+    expect(client:run(20) == true, "run did not finish")
+    expect(#results == 4, "coroutines finished", #results)
+    expect(c:get() == 10, "sum of adds", c:get())
+end)
+
 check("cleanup and close", function()
     local function rm(path)
         local names = client:children(path)
