@@ -16,8 +16,11 @@ cp -r lua/zkcoord "$work/src/"
 find "$work/src" -name '*.so' -delete
 # Reference for what the sources generate (the client's operations).
 cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
-# ---@class X   ->  a doc comment of its own naming table X
-# ---@tag       ->  -- @tag, continuing the doc comment above it
+# ---@tag opening a comment  ->  --- @tag, a doc comment of its own
+# ---@class X                 ->  a doc comment of its own naming table X
+# ---@tag                     ->  -- @tag, continuing the doc comment above it
+find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
+  's/^((?![ \t]*--).*\n)([ \t]*)---@(param|return)/$1$2--- \@$3/mg'
 find "$work/src" -name '*.lua' -print0 | xargs -0 sed -i -E \
   -e 's/^([[:space:]]*)---@class ([^[:space:]]+)(.*)$/\1--- Fields of \2.\3\n\1-- @table \2/' \
   -e 's/^([[:space:]]*)---@(field|param|return) /\1-- @\2 /'
