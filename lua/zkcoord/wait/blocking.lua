@@ -134,6 +134,11 @@ local function resume(self, item)
         ok, err = co_resume(co, unpack(item, 3, 2 + item[2]))
     else
         co = item
+        -- Finished already (on Lua 5.1 a wait inside pcall cannot yield and
+        -- leaves its event naming the coroutine): never resume it again.
+        if self.tasks[co] == nil then
+            return
+        end
         ok, err = co_resume(co)
     end
     if not ok then
