@@ -1,8 +1,12 @@
+-- The development rockspec: builds the checkout it sits in with
+-- `luarocks make rockspec/zkcoord-scm-1.rockspec` (add --local or --tree <dir>
+-- as a normal user), or clones the repository's default branch for
+-- `luarocks pack` / `luarocks install`.
 rockspec_format = "3.0"
 package = "zkcoord"
 version = "scm-1"
 source = {
-   url = "git+file://.",
+   url = "git+https://github.com/zkcoord/zkcoord.git",
 }
 description = {
    summary = "ZooKeeper coordination for Lua: client, locks, rwlocks, counters, watches, elections",
@@ -10,13 +14,17 @@ description = {
 A small C core over libzookeeper_mt (asynchronous, pipelined, never calls
 Lua from ZooKeeper's threads) and recipes in Lua on top: lock, read-write
 lock, counter, watch, election, semaphore, barriers, and the sequential
-queue primitive to script your own. Works in plain LuaJIT and in
-OpenResty/nginx workers without blocking them.
+queue primitive to script your own. Runs on Lua 5.1 to 5.4 and LuaJIT, in
+plain programs and in OpenResty/nginx workers without blocking them.
 ]],
+   homepage = "https://github.com/zkcoord/zkcoord",
+   issues_url = "https://github.com/zkcoord/zkcoord/issues",
    license = "Apache-2.0",
+   labels = { "zookeeper", "coordination", "lock", "openresty" },
 }
+supported_platforms = { "unix" }
 dependencies = {
-   "lua >= 5.1",
+   "lua >= 5.1, < 5.5",
 }
 external_dependencies = {
    ZOOKEEPER = {
@@ -34,7 +42,7 @@ build = {
       ZOOKEEPER_LIBDIR = "$(ZOOKEEPER_LIBDIR)",
       CMAKE_C_FLAGS = "$(CFLAGS)",
       CMAKE_BUILD_TYPE = "Release",
-      ZKCOORD_OUTPUT_DIR = "$(BUILD_DIR)/lib/zkcoord",
+      ZKCOORD_WERROR = "OFF",
    },
 }
 test = {

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Builds the C core into lua/zkcoord/core.so (and, with --sanitize, an
-# ASan+UBSan build into build-asan/lib/zkcoord/core.so).
+# Builds the C core into lua/zkcoord/core.so (LuaJIT's headers). Options:
+#   --sanitize   an ASan+UBSan build into build-asan/lib/zkcoord/core.so
+#   --lua 5.4    a build against Lua 5.4's headers into
+#                build-lua5.4/lib/zkcoord/core.so (5.1, 5.2, 5.3, 5.4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--sanitize" ]; then
   cmake -S . -B build-asan -DZKCOORD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
         -DZKCOORD_OUTPUT_DIR="$PWD/build-asan/lib/zkcoord" >/dev/null
   cmake --build build-asan -j 2 >/dev/null
+elif [ "${1:-}" = "--lua" ]; then
+  v=${2:?"usage: build.sh --lua 5.1|5.2|5.3|5.4"}
+  inc=/usr/include/lua$v
+  [ -f "$inc/lua.h" ] || { echo "build.sh: no $inc/lua.h (install liblua$v-dev)" >&2; exit 1; }
+  cmake -S . -B "build-lua$v" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUA_INCDIR="$inc" \
+        -DZKCOORD_OUTPUT_DIR="$PWD/build-lua$v/lib/zkcoord" >/dev/null
+  cmake --build "build-lua$v" -j 2 >/dev/null
 else
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build -j 2 >/dev/null

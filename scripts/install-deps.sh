@@ -7,7 +7,9 @@ pkgs=(
   build-essential cmake pkg-config
   libzookeeper-mt-dev zookeeper
   luajit2 libluajit2-5.1-dev
-  lua-busted luarocks lua-check
+  lua5.1 lua5.2 lua5.3 lua5.4
+  liblua5.1-0-dev liblua5.2-dev liblua5.3-dev liblua5.4-dev
+  lua-busted luarocks lua-check lua-ldoc git
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us

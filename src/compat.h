@@ -13,4 +13,8 @@
 #define zk_rawlen(L, i) lua_objlen((L), (i))
 #endif
 
+/* Request ids, watch ids and serials count up from 1 in a double: pushed as
+ * integers so 5.3+ sees 3, not 3.0. */
+#define zk_pushid(L, v) lua_pushinteger((L), (lua_Integer)(v))
+
 #endif

@@ -39,19 +39,26 @@ static void set_num(lua_State *L, const char *k, double v)
     lua_setfield(L, -2, k);
 }
 
+/* Integers stay integers on Lua 5.3+ (zxids fit: 64-bit lua_Integer). */
+static void set_int(lua_State *L, const char *k, int64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
 void convert_push_stat(lua_State *L, const struct Stat *st)
 {
     lua_createtable(L, 0, 11);
-    set_num(L, "czxid", (double)st->czxid);
-    set_num(L, "mzxid", (double)st->mzxid);
-    set_num(L, "pzxid", (double)st->pzxid);
+    set_int(L, "czxid", st->czxid);
+    set_int(L, "mzxid", st->mzxid);
+    set_int(L, "pzxid", st->pzxid);
     set_num(L, "ctime", (double)st->ctime / 1000.0);
     set_num(L, "mtime", (double)st->mtime / 1000.0);
-    set_num(L, "version", st->version);
-    set_num(L, "cversion", st->cversion);
-    set_num(L, "aversion", st->aversion);
-    set_num(L, "data_length", st->dataLength);
-    set_num(L, "num_children", st->numChildren);
+    set_int(L, "version", st->version);
+    set_int(L, "cversion", st->cversion);
+    set_int(L, "aversion", st->aversion);
+    set_int(L, "data_length", st->dataLength);
+    set_int(L, "num_children", st->numChildren);
     if (st->ephemeralOwner != 0) {
         convert_push_hex64(L, st->ephemeralOwner);
         lua_setfield(L, -2, "ephemeral_owner");
@@ -82,7 +89,7 @@ static void push_acl(lua_State *L, const struct ACL_vector *acl)
     lua_createtable(L, acl->count, 0);
     for (i = 0; i < acl->count; i++) {
         lua_createtable(L, 0, 3);
-        set_num(L, "perms", acl->data[i].perms);
+        set_int(L, "perms", acl->data[i].perms);
         lua_pushstring(L, acl->data[i].id.scheme);
         lua_setfield(L, -2, "scheme");
         lua_pushstring(L, acl->data[i].id.id);
@@ -100,7 +107,7 @@ static void push_multi(lua_State *L, record *r)
     lua_createtable(L, r->nops, 0);
     for (i = 0; i < r->nops; i++) {
         lua_createtable(L, 0, 3);
-        set_num(L, "rc", res[i].err);
+        set_int(L, "rc", res[i].err);
         if (res[i].err == ZOK && types[i] == OPT_CREATE) {
             lua_pushstring(L, record_multi_path(r, i));
             lua_setfield(L, -2, "path");
@@ -119,7 +126,7 @@ static void push_multi(lua_State *L, record *r)
 int convert_push_record(lua_State *L, record *r)
 {
     lua_pushinteger(L, r->kind);
-    lua_pushnumber(L, r->id);
+    zk_pushid(L, r->id);
     switch (r->kind) {
     case REC_REPLY:
         lua_pushinteger(L, r->rc);

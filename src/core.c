@@ -2,11 +2,23 @@
  * the library in memory while libzookeeper's threads may run inside it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/random.h>
+#endif
 
 #include "convert.h"
 #include "session.h"
 
-#define ZKCOORD_CORE_VERSION "0.1.0"
+/* CMake defines it from lua/zkcoord/version.lua, the only place it is set. */
+#ifndef ZKCOORD_CORE_VERSION
+#error "ZKCOORD_CORE_VERSION must be defined (CMakeLists.txt reads lua/zkcoord/version.lua)"
+#endif
 
 static int core_now(lua_State *L)
 {
@@ -21,6 +33,87 @@ static int core_set_log_level(lua_State *L)
     luaL_argcheck(L, level >= 0 && level <= 4, 1, "log level must be 0..4");
     zoo_set_debug_level((ZooLogLevel)level);
     return 0;
+}
+
+/* splitmix64: spreads the fallback's inputs over all 64 bits. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Fills buf with n random bytes from the kernel (getrandom, else
+ * /dev/urandom). Never fails: without either it mixes the clocks, the pid and
+ * a counter, which still differ between processes and calls. */
+static void random_bytes(unsigned char *buf, size_t n)
+{
+    static uint64_t counter;
+    size_t got = 0;
+    uint64_t x;
+    struct timespec rt, mono;
+#ifdef __linux__
+    while (got < n) {
+        ssize_t k = getrandom(buf + got, n - got, 0);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)k;
+    }
+#endif
+    if (got < n) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            while (got < n) {
+                ssize_t k = read(fd, buf + got, n - got);
+                if (k < 0 && errno == EINTR)
+                    continue;
+                if (k <= 0)
+                    break;
+                got += (size_t)k;
+            }
+            close(fd);
+        }
+    }
+    if (got == n)
+        return;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    x = mix64((uint64_t)rt.tv_sec * 1000000000ULL + (uint64_t)rt.tv_nsec);
+    x = mix64(x ^ ((uint64_t)getpid() << 32) ^ (uint64_t)mono.tv_nsec);
+    for (; got < n; got++) {
+        x = mix64(x ^ ++counter);
+        buf[got] = (unsigned char)x;
+    }
+}
+
+/* core.uuid(): a random version-4 UUID, 36 characters. */
+static int core_uuid(lua_State *L)
+{
+    unsigned char b[16];
+    char s[37];
+    random_bytes(b, sizeof(b));
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(s, sizeof(s),
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+             b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    lua_pushlstring(L, s, 36);
+    return 1;
+}
+
+/* core.random(): a number in [0, 1) from the kernel, for jitter. Leaves the
+ * application's math.random sequence alone. */
+static int core_random(lua_State *L)
+{
+    uint64_t x;
+    random_bytes((unsigned char *)&x, sizeof(x));
+    lua_pushnumber(L, (double)(x >> 11) * (1.0 / 9007199254740992.0));
+    return 1;
 }
 
 static int core_zerror(lua_State *L)
@@ -146,6 +239,8 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
         {"now", core_now},
         {"set_log_level", core_set_log_level},
         {"zerror", core_zerror},
+        {"uuid", core_uuid},
+        {"random", core_random},
         {NULL, NULL}
     };
     pin_library();

@@ -99,7 +99,7 @@ static int queue_close_doorbell_l(lua_State *L)
 /* Id of the next request, for tests that check pipelining. */
 static int queue_next_id(lua_State *L)
 {
-    lua_pushnumber(L, queue_check(L, 1)->next_id);
+    zk_pushid(L, queue_check(L, 1)->next_id);
     return 1;
 }
 

@@ -259,7 +259,7 @@ static int submitted(lua_State *L, record *r, int rc)
         lua_pushinteger(L, rc);
         return 2;
     }
-    lua_pushnumber(L, r->id);
+    zk_pushid(L, r->id);
     return 1;
 }
 
@@ -449,7 +449,7 @@ static int session_remove_watch(lua_State *L)
         r->rc = zoo_remove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
                                    (void *)(intptr_t)id, 1);
         queue_push(r->queue, r);
-        lua_pushnumber(L, r->id);
+        zk_pushid(L, r->id);
         return 1;
     }
     return submitted(L, r, zoo_aremove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,

@@ -24,7 +24,7 @@ local now = core.now
 local type, error, setmetatable, getmetatable = type, error, setmetatable, getmetatable
 local min = math.min
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,

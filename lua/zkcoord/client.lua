@@ -21,10 +21,11 @@ local errname = errors.name
 local retryable = errors.retryable
 local type, error, pairs, ipairs, select, tostring = type, error, pairs, ipairs, select, tostring
 local next, getmetatable = next, getmetatable
-local setmetatable, xpcall, unpack = setmetatable, xpcall, unpack
+local compat = require "zkcoord.compat"
+local setmetatable, xpcall, unpack = setmetatable, compat.xpcall, compat.unpack
 local traceback = debug.traceback
 local byte, find, sub, concat = string.byte, string.find, string.sub, table.concat
-local random, min, floor = math.random, math.min, math.floor
+local random, min, floor = core.random, math.min, math.floor
 
 local REPLY, WATCH, SESSION = C.REPLY, C.WATCH, C.SESSION
 -- Bytes a request adds around its path and data: length, xid, type,
@@ -32,7 +33,7 @@ local REPLY, WATCH, SESSION = C.REPLY, C.WATCH, C.SESSION
 local PACKET_OVERHEAD = 32
 local RC_OK, RC_NONODE, RC_CLOSING = 0, -101, -116
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 _M.mt = mt
 

@@ -36,9 +36,9 @@
 local type, error, pairs, tostring, tonumber, setmetatable, getmetatable =
     type, error, pairs, tostring, tonumber, setmetatable, getmetatable
 local format, match = string.format, string.match
-local random, min = math.random, math.min
+local random, min = require("zkcoord.core").random, math.min
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local MAX = 2 ^ 53 - 1

@@ -37,7 +37,7 @@ local type, error, pairs, ipairs, tostring = type, error, pairs, ipairs, tostrin
 local setmetatable, getmetatable = setmetatable, getmetatable
 local sort = table.sort
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { id = true }

@@ -33,11 +33,11 @@ local core = require "zkcoord.core"
 local now = core.now
 local type, error, pairs, ipairs, tostring, setmetatable = type, error, pairs, ipairs,
     tostring, setmetatable
-local getmetatable, xpcall = getmetatable, xpcall
+local getmetatable, xpcall = getmetatable, require("zkcoord.compat").xpcall
 local traceback = debug.traceback
 local min = math.min
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { id = true }

@@ -6,7 +6,7 @@
 -- third value so that callers match codes with `==`, never message text.
 local core = require "zkcoord.core"
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 
 -- ZooKeeper return code (number) -> name, from the C core.
 local by_rc = core.codes

@@ -10,14 +10,23 @@ local core = require "zkcoord.core"
 local client = require "zkcoord.client"
 
 local _M = {
-    _VERSION = "0.1.0",
-    version = "0.1.0",
+    _VERSION = require("zkcoord.version"),
+    version = require("zkcoord.version"),
     zookeeper_version = core.zookeeper_version,
     errors = require "zkcoord.errors",
 }
 
+--- Opens a client: `zkcoord.connect{ servers = "127.0.0.1:2181", ... }`
+-- (options in `zkcoord.client.connect`).
+-- @function connect
 _M.connect = client.connect
+
+--- Seconds on a monotonic clock, as the library's timeouts use.
+-- @function now
 _M.now = core.now
+
+--- Raises unless `path` is an absolute ZooKeeper path.
+-- @function check_path
 _M.check_path = client.check_path
 
 -- Recipes attach themselves to the client as methods: client:lock(path, opts)

@@ -33,7 +33,7 @@ local type, error, pairs, ipairs, setmetatable, getmetatable =
     type, error, pairs, ipairs, setmetatable, getmetatable
 local running = coroutine.running
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)

@@ -20,7 +20,7 @@ local ngx = ngx
 local semaphore = require "ngx.semaphore"
 local log, ERR = ngx.log, ngx.ERR
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 
 local options        -- from init_worker
 local client         -- the worker's client, once connected

@@ -36,16 +36,15 @@ local client_mod = require "zkcoord.client"
 local now = core.now
 local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
 local pairs, tostring, getmetatable = pairs, tostring, getmetatable
-local tonumber, sort, match, gsub, sub, format = tonumber, table.sort, string.match,
-    string.gsub, string.sub, string.format
+local tonumber, sort, match, gsub, sub = tonumber, table.sort, string.match,
+    string.gsub, string.sub
 local find = string.find
-local random, floor = math.random, math.floor
 local array_length = client_mod.array_length
 local argerror = client_mod.argerror
 local raise = client_mod.raise
 local CLIENT_MT = client_mod.mt
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 
@@ -65,29 +64,11 @@ _M.ANY = setmetatable({}, { __tostring = function() return "queue.ANY" end })
 local ANY = _M.ANY
 
 
--- Seed from the kernel once: node names must not collide across processes
--- that started in the same second.
-do
-    local f = io.open("/dev/urandom", "rb")
-    local seed = os.time() + floor(os.clock() * 1e6)
-    if f then
-        local b = f:read(6) or ""
-        f:close()
-        for i = 1, #b do
-            seed = (seed * 256 + b:byte(i)) % 2147483647   -- exact: entropy kept
-        end
-    end
-    math.randomseed(seed % 2147483647)
-    for _ = 1, 10 do random() end
-end
-
-
---- A random version-4 UUID (36 characters, as Curator's protected names use).
-function _M.uuid()
-    return format("%08x-%04x-4%03x-%04x-%04x%08x",
-                  random(0, 0xffffffff), random(0, 0xffff), random(0, 0xfff),
-                  0x8000 + random(0, 0x3fff), random(0, 0xffff), random(0, 0xffffffff))
-end
+--- A random version-4 UUID (36 characters, as Curator's protected names use),
+-- from the kernel's random source: never math.random, whose sequence is
+-- the application's.
+-- @function uuid
+_M.uuid = core.uuid
 
 
 local function escape(s)

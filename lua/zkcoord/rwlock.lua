@@ -51,7 +51,7 @@ local lock = require "zkcoord.lock"
 local type, error, pairs, tostring, setmetatable, getmetatable =
     type, error, pairs, tostring, setmetatable, getmetatable
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local READ = "__READ__"

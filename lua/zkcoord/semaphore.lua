@@ -34,12 +34,12 @@ local core = require "zkcoord.core"
 local now = core.now
 local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
     tonumber
-local setmetatable, getmetatable, xpcall = setmetatable, getmetatable, xpcall
+local setmetatable, getmetatable, xpcall = setmetatable, getmetatable, require("zkcoord.compat").xpcall
 local traceback = debug.traceback
 local match = string.match
 local min = math.min
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local Lease = {}

@@ -35,7 +35,7 @@ local setmetatable, getmetatable = setmetatable, getmetatable
 local sort = table.sort
 local min = math.min
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { kind = true, timeout = true }

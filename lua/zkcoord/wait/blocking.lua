@@ -16,13 +16,13 @@ local core = require "zkcoord.core"
 
 local now = core.now
 local setmetatable, type, error, pairs, select, tostring, unpack =
-    setmetatable, type, error, pairs, select, tostring, unpack
+    setmetatable, type, error, pairs, select, tostring, require("zkcoord.compat").unpack
 local co_running, co_create, co_resume, co_yield, co_status =
     coroutine.running, coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
 local traceback = debug.traceback
 local huge, min = math.huge, math.min
 
-local _M = { _VERSION = "0.1.0", name = "blocking", inline_callbacks = true }
+local _M = { _VERSION = require("zkcoord.version"), name = "blocking", inline_callbacks = true }
 local mt = { __index = _M }
 
 local Event = {}
@@ -134,6 +134,11 @@ local function resume(self, item)
         ok, err = co_resume(co, unpack(item, 3, 2 + item[2]))
     else
         co = item
+        -- Finished already (on Lua 5.1 a wait inside pcall cannot yield and
+        -- leaves its event naming the coroutine): never resume it again.
+        if self.tasks[co] == nil then
+            return
+        end
         ok, err = co_resume(co)
     end
     if not ok then

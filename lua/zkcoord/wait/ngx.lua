@@ -24,7 +24,7 @@ local setmetatable, tostring, pcall = setmetatable, tostring, pcall
 local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
 
-local _M = { _VERSION = "0.1.0", name = "ngx", inline_callbacks = false }
+local _M = { _VERSION = require("zkcoord.version"), name = "ngx", inline_callbacks = false }
 local mt = { __index = _M }
 
 -- Phases where a cosocket or a semaphore cannot wait.

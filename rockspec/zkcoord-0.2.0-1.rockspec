@@ -1,0 +1,50 @@
+-- The 0.2.0 release: `luarocks install zkcoord-0.2.0-1.rockspec` clones tag
+-- v0.2.0 (its version is lua/zkcoord/version.lua's, checked by
+-- spec/release_spec.lua).
+rockspec_format = "3.0"
+package = "zkcoord"
+version = "0.2.0-1"
+source = {
+   url = "git+https://github.com/zkcoord/zkcoord.git",
+   tag = "v0.2.0",
+}
+description = {
+   summary = "ZooKeeper coordination for Lua: client, locks, rwlocks, counters, watches, elections",
+   detailed = [[
+A small C core over libzookeeper_mt (asynchronous, pipelined, never calls
+Lua from ZooKeeper's threads) and recipes in Lua on top: lock, read-write
+lock, counter, watch, election, semaphore, barriers, and the sequential
+queue primitive to script your own. Runs on Lua 5.1 to 5.4 and LuaJIT, in
+plain programs and in OpenResty/nginx workers without blocking them.
+]],
+   homepage = "https://github.com/zkcoord/zkcoord",
+   issues_url = "https://github.com/zkcoord/zkcoord/issues",
+   license = "Apache-2.0",
+   labels = { "zookeeper", "coordination", "lock", "openresty" },
+}
+supported_platforms = { "unix" }
+dependencies = {
+   "lua >= 5.1, < 5.5",
+}
+external_dependencies = {
+   ZOOKEEPER = {
+      header = "zookeeper/zookeeper.h",
+      library = "zookeeper_mt",
+   },
+}
+build = {
+   type = "cmake",
+   variables = {
+      LUA_INCDIR = "$(LUA_INCDIR)",
+      LUADIR = "$(LUADIR)",
+      LIBDIR = "$(LIBDIR)",
+      ZOOKEEPER_INCDIR = "$(ZOOKEEPER_INCDIR)",
+      ZOOKEEPER_LIBDIR = "$(ZOOKEEPER_LIBDIR)",
+      CMAKE_C_FLAGS = "$(CFLAGS)",
+      CMAKE_BUILD_TYPE = "Release",
+      ZKCOORD_WERROR = "OFF",
+   },
+}
+test = {
+   type = "busted",
+}

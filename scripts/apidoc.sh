@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the API reference from the sources into docs/api/ with LDoc
+# (Debian's lua-ldoc, config.ld). The sources carry LuaLS annotations
+# (---@class, ---@field, ---@param, ---@return): a copy of lua/ with those
+# rewritten as LDoc tags is what LDoc reads.
+#   bash scripts/apidoc.sh           regenerate docs/api/
+#   bash scripts/apidoc.sh --check   fail if LDoc warns or docs/api/ is stale
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v ldoc >/dev/null || { echo "apidoc: ldoc not found (apt-get install lua-ldoc)" >&2; exit 1; }
+work=$(mktemp -d /tmp/zkcoord-apidoc.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+mkdir -p "$work/src"
+cp -r lua/zkcoord "$work/src/"
+find "$work/src" -name '*.so' -delete
+# Reference for what the sources generate (the client's operations).
+cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
+# ---@tag opening a comment  ->  --- @tag, a doc comment of its own
+# ---@class X                 ->  a doc comment of its own naming table X
+# ---@tag                     ->  -- @tag, continuing the doc comment above it
+find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
+  's/^((?![ \t]*--).*\n)([ \t]*)---@(param|return)/$1$2--- \@$3/mg'
+find "$work/src" -name '*.lua' -print0 | xargs -0 sed -i -E \
+  -e 's/^([[:space:]]*)---@class ([^[:space:]]+)(.*)$/\1--- Fields of \2.\3\n\1-- @table \2/' \
+  -e 's/^([[:space:]]*)---@(field|param|return) /\1-- @\2 /'
+# Internals (_name) stay out of the reference.
+find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
+  's/^([ \t]*)(function [\w.]+[.:]_\w+)/$1-- \@local\n$1$2/mg'
+
+out="$work/api"
+if ! ldoc -c config.ld -d "$out" "$work/src" >"$work/log" 2>&1; then
+  cat "$work/log" >&2; echo "apidoc: ldoc failed" >&2; exit 1
+fi
+# LDoc reports problems as "file:line: message" and still exits 0.
+if grep -E ':[0-9]+: ' "$work/log" >&2; then
+  echo "apidoc: ldoc warnings (above)" >&2; exit 1
+fi
+# No build date in the pages: regenerating an unchanged tree changes nothing.
+find "$out" -name '*.html' -print0 | xargs -0 sed -i -E \
+  -e 's#<i style="float:right;">Last updated [0-9: -]+ </i>##' \
+  -e "s#$work/src/##g"
+
+if [ "${1:-}" = "--check" ]; then
+  if ! diff -r "$out" docs/api >"$work/diff" 2>&1; then
+    head -n 40 "$work/diff" >&2
+    echo "apidoc: docs/api/ is stale: run bash scripts/apidoc.sh and commit it" >&2
+    exit 1
+  fi
+  echo "apidoc: docs/api/ is current"
+else
+  rm -rf docs/api
+  mkdir -p docs
+  cp -r "$out" docs/api
+  echo "apidoc: docs/api/ written ($(find docs/api -name '*.html' | wc -l) pages)"
+fi
