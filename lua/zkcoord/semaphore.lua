@@ -149,7 +149,7 @@ end
 -- One round trip when all is well: create and get are pipelined.
 function _M:_check_max(deadline, try)
     local client, path, want = self.client, self.path, self.max_leases
-    local text = tostring(want)
+    local text = ("%d"):format(want)   -- "2", not "2.0" on Lua 5.3+
     for _ = 1, 10 do
         local fc = client:send("create", path, text, { container = true, parents = "container" })
         local fg = client:send("get", path)
