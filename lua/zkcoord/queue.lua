@@ -271,6 +271,9 @@ end
 function _M:_forget()
     local node = self._node
     self._node, self._name, self._stat, self._through = nil, nil, nil, false
+    if node then
+        self.client:_disown(node)
+    end
     return node
 end
 
@@ -598,6 +601,7 @@ function _M:_create(deadline)
         if node then
             self._node, self._stat, self._serial = node, stat, client._serial
             self._name = match(node, "[^/]+$")
+            client:_own(node, self)
             return true, names
         end
         local err = stat
@@ -624,6 +628,7 @@ function _M:_create(deadline)
                 if path then
                     self._node, self._stat, self._serial = path, fstat, client._serial
                     self._name = match(path, "[^/]+$")
+                    client:_own(path, self)
                     return true, fnames
                 elseif path == nil then
                     self:_delete_by_prefix(prefix, serial)   -- could not look: it may exist
@@ -725,13 +730,18 @@ function _M:enter(timeout)
 end
 
 
+-- The watch's upvalue must not live on the waiting coroutine's stack: in
+-- nginx that coroutine may be gone (request aborted) when the watch fires.
+local function waker(ev)
+    return function() ev:set() end
+end
+
+
 -- Waits until `entry` changes or goes. Returns true to re-check the line.
 function _M:_wait_for(entry, deadline)
     local client = self.client
     local ev = client:waiter():event()
-    local function wake()
-        ev:set()
-    end
+    local wake = waker(ev)
     local data, err = client:_read_until(self:_read_deadline(deadline), "get", entry.path, wake)
     if data == nil then
         if err == "nonode" then
