@@ -1000,6 +1000,29 @@ describe("ngx #zk #ngx", function()
         holder_client:close()
     end)
 
+    it("a waiting request whose client goes away (lua_check_client_abort off) leaves the line", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/ab3")
+        assert(holder:acquire(5))
+        local batch = A:fire({ "/lock?name=ab3&timeout=60&hold=0" })
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ab3") == 2
+        end, 10), "the waiter did not queue")
+        local t0 = proc.now()
+        batch:abort()
+        local gone = zk.wait_until(function()
+            return lock_children(admin, root .. "/ab3") == 1
+        end, 3)
+        local took = proc.now() - t0
+        assert.truthy(gone, "the gone client's node is still there 3 s later")
+        assert(holder:release())
+        local status, body = A:get("/lock?name=ab3&hold=0&timeout=5")
+        assert.are.equal(200, status, body)
+        print(("\n[ngx] without lua_check_client_abort: the gone client's node went %.0f ms after it"
+               .. " closed"):format(took * 1000))
+        holder_client:close()
+    end)
+
     for _, how in ipairs({ "exit", "error" }) do
         it("a request that ends by " .. how .. " holding a lock releases it, logging the path", function()
             local name = "end-" .. how

@@ -63,6 +63,46 @@ local function get_ctx()
     return ngx.ctx
 end
 
+-- The client socket of the current request (plain HTTP/1 over TCP), to see
+-- a client that went away while its request waits: nginx notices only with
+-- lua_check_client_abort on. The first fields of ngx_http_request_t
+-- (signature, connection) and ngx_connection_t (data, read, write, fd) have
+-- kept their places across nginx versions; the signature is checked.
+local request_fd, client_gone
+do
+    local ok = pcall(function()
+        local ffi = require "ffi"
+        local get_request = require("resty.core.base").get_request
+        pcall(ffi.cdef, "long recv(int sockfd, void *buf, size_t len, int flags);")
+        local recv = ffi.C.recv
+        local u32, vpp, ip, cp = ffi.typeof("uint32_t *"), ffi.typeof("void **"),
+            ffi.typeof("int *"), ffi.typeof("char *")
+        local HTTP = 0x50545448          -- "HTTP"
+        local PEEK_NOWAIT = 0x02 + 0x40  -- MSG_PEEK | MSG_DONTWAIT
+        local buf = ffi.new("char[1]")
+        local ptr_size = ffi.sizeof("void *")
+        request_fd = function()
+            local r = get_request()
+            if not r or ffi.cast(u32, r)[0] ~= HTTP then
+                return nil
+            end
+            local c = ffi.cast(vpp, ffi.cast(cp, r) + ptr_size)[0]
+            if c == nil then
+                return nil
+            end
+            local fd = ffi.cast(ip, ffi.cast(cp, c) + 3 * ptr_size)[0]
+            return fd >= 0 and fd or nil
+        end
+        client_gone = function(fd)
+            return recv(fd, buf, 1, PEEK_NOWAIT) == 0
+        end
+    end)
+    if not ok then
+        request_fd, client_gone = nil, nil
+    end
+end
+local REQUEST_PHASES = { rewrite = true, access = true, content = true }
+
 local _M = { _VERSION = "0.1.0", name = "ngx", inline_callbacks = false }
 local mt = { __index = _M }
 
@@ -151,6 +191,9 @@ function Event:wait(timeout)
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
     end
     self.co = running()
+    if request_fd and REQUEST_PHASES[get_phase()] then
+        self.fd = request_fd()
+    end
     w:_arm()
     local sema = self.sema
     local deadline = timeout and ngx.now() + timeout
@@ -168,6 +211,9 @@ function Event:wait(timeout)
     if w.live[self] then        -- else the reaper counted us as abandoned already
         w.live[self] = nil
         w.waiting = w.waiting - 1
+    end
+    if self.cancelled then
+        return self.is_set
     end
     return ok and true or self.is_set
 end
@@ -462,13 +508,22 @@ end
 
 -- Waiters whose coroutine is gone (request aborted, thread killed) while
 -- blocked: their semaphore has no waiter and was never posted.
+-- A waiter whose client closed its connection is woken: its wait fails as
+-- a timeout would, and the recipe leaves the line.
 function _M:_reap()
     for ev in pairs(self.live) do
-        if not ev.is_set and ev.sema:count() >= 0 then
-            self.live[ev] = nil
-            self.waiting = self.waiting - 1
-            if ctx_ref then
-                self:_abandoned(ev.co)
+        if not ev.is_set then
+            if ev.sema:count() >= 0 then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                if ctx_ref then
+                    self:_abandoned(ev.co)
+                end
+            elseif ev.fd and client_gone(ev.fd) then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                ev.cancelled = true
+                ev.sema:post(1)
             end
         end
     end
