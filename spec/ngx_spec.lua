@@ -1090,6 +1090,18 @@ describe("ngx #zk #ngx", function()
         assert.is_falsy(A:stderr():find("a line from the spec", 1, true))
     end)
 
+    it("an idle worker logs nothing for a minute #slow", function()
+        local I = start()
+        assert.truthy(zk.wait_until(function() return (I:get("/timed", 5)) == 200 end, 15))
+        local before = #I:error_log()
+        proc.sleep(65)
+        local added = I:error_log():sub(before + 1)
+        assert.is_falsy(added:find("[error]", 1, true), added)
+        assert.is_falsy(added:find("read timed out", 1, true), added)
+        no_crash(I)
+        I:destroy()
+    end)
+
     it("request_timeout bounds get() and set() while ZooKeeper is down longer than it", function()
         local srv = assert(zk.zkserver.start({ tick_time = 500 }))
         local E = start { env = { ZK_HOSTS = srv.hosts, ZK_REQUEST_TIMEOUT = "2" } }
