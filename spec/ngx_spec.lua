@@ -1054,9 +1054,13 @@ describe("ngx #zk #ngx", function()
         assert.truthy(zk.wait_until(function()
             return lock_children(admin, root .. "/kt") == 2
         end, 5), "the light thread did not queue")
+        -- The thread is killed 0.3 s after the request started waiting.
+        local t0 = proc.now()
         local gone = zk.wait_until(function()
             return lock_children(admin, root .. "/kt") == 1
         end, 1)
+        print(("\n[ngx] killed light thread: its node went %.0f ms after it queued (killed at ~300 ms)")
+              :format((proc.now() - t0) * 1000))
         assert.truthy(gone, "the killed thread's node is still there")
         assert.are.equal(1, batch:poll(0), "the request ended already")
         local r = batch:collect(10)[1]
