@@ -24,7 +24,9 @@ local watch_err
 
 
 function _M.init_worker()
-    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 4, sock_dir = "@SOCKDIR@" }
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = @SESSION_TIMEOUT@,
+                     request_timeout = tonumber(os.getenv("ZK_REQUEST_TIMEOUT") or ""),
+                     sock_dir = "@SOCKDIR@" }
     -- A watch cannot be set up in init_worker itself (no waiting there).
     ngx.timer.at(0, function(premature)
         if premature then return end
@@ -74,6 +76,8 @@ function _M.lock()
     if hold > 0 then ngx.sleep(hold) end
     if log then append(log, ("leave %.6f %s %d"):format(now(), id, ngx.worker.pid())) end
     lock:release()
+    -- replies still in flight when the request (and maybe the worker) ends
+    for _ = 1, tonumber(args.spray) or 0 do c:send("get", ROOT) end
     ngx.say("ok")
 end
 
@@ -216,6 +220,126 @@ function _M.log_phase_lock()
     c:lock(ROOT .. "/logphase"):acquire(1)
 end
 
+
+-- /forever?recipe=lock&name=f: waits with no timeout, then lets go.
+function _M.forever()
+    local args = ngx.req.get_uri_args()
+    local c = assert(zn.client())
+    local p = ROOT .. "/" .. args.name
+    local recipe = args.recipe
+    local t0 = now()
+    local ok, err
+    if recipe == "lock" or recipe == "rwlock" then
+        local l = recipe == "lock" and c:lock(p) or c:rwlock(p):read_lock()
+        ok, err = l:acquire()
+        if ok then l:release() end
+    elseif recipe == "semaphore" then
+        ok, err = c:semaphore(p, 1):acquire()
+        if ok then ok:release() end
+    elseif recipe == "barrier" then
+        ok, err = c:barrier(p):wait()
+    elseif recipe == "election" then
+        local e = c:election(p)
+        ok, err = e:campaign()
+        if ok then e:resign() end
+    elseif recipe == "double_barrier" then
+        local b = c:double_barrier(p, 2)
+        ok, err = b:enter()
+        if ok then ok, err = b:leave() end
+    end
+    ngx.say(ok and "ok" or ("failed: " .. tostring(err)), (" %.3f"):format(now() - t0))
+end
+
+
+-- Ways a request ends while it holds or waits for a lock.
+function _M.lock_then(how)
+    local c = assert(zn.client())
+    local lock = c:lock(ROOT .. "/" .. ngx.var.arg_name)
+    local ok, err = lock:acquire(10)
+    if not ok then
+        ngx.say("acquire: ", err)
+        return
+    end
+    if how == "exit" then
+        ngx.exit(200)
+    elseif how == "error" then
+        error("handler failed while holding the lock")
+    end
+    ngx.say("held")
+end
+
+
+-- A light thread waits for a held lock and is killed; the request goes on.
+function _M.kill_waiter()
+    local c = assert(zn.client())
+    local lock = c:lock(ROOT .. "/" .. ngx.var.arg_name)
+    local t = ngx.thread.spawn(function() return lock:acquire(30) end)
+    ngx.sleep(0.3)
+    ngx.thread.kill(t)
+    ngx.sleep(tonumber(ngx.var.arg_stay) or 1)
+    ngx.say("done")
+end
+
+
+-- Acquired in access_by_lua, released in log_by_lua, on the worker's one
+-- lock object for that name.
+local phase_locks = {}
+
+function _M.phase_acquire()
+    local c = assert(zn.client())
+    local name = ngx.var.arg_name
+    phase_locks[name] = phase_locks[name] or c:lock(ROOT .. "/" .. name)
+    local ok, err = phase_locks[name]:acquire(10)
+    ngx.ctx.acquired = ok and "true" or tostring(err)
+end
+
+
+function _M.phase_release()
+    local ok, err = phase_locks[ngx.var.arg_name]:release()
+    ngx.log(ngx.NOTICE, "phase release: ", tostring(ok), " ", tostring(err))
+end
+
+
+-- A single request: get() and set() timed, with their errors.
+function _M.timed()
+    local c = assert(zn.client())
+    local t0 = now()
+    local v, err = c:get(ROOT)
+    local t1 = now()
+    local ok, serr = c:set(ROOT .. "/config", "x")
+    local t2 = now()
+    ngx.say(("get %s %s %.3f set %s %s %.3f"):format(tostring(v ~= nil), tostring(err), t1 - t0,
+                                                   tostring(ok ~= nil), tostring(serr), t2 - t1))
+end
+
+
+-- A timer takes a lock and keeps requests in flight until the worker exits.
+function _M.busy_holder()
+    local c = assert(zn.client())
+    local path = ROOT .. "/" .. ngx.var.arg_name
+    local sema = semaphore.new(0)
+    local result = "timer did not run"
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local ok, err = c:lock(path):acquire(5)
+        result = ok and "held" or tostring(err)
+        sema:post(1)
+        while ok and not ngx.worker.exiting() do
+            for _ = 1, 50 do c:send("get", ROOT) end
+            ngx.sleep(0.001)
+        end
+    end)
+    sema:wait(10)
+    ngx.say(result)
+end
+
+
+function _M.say_log()
+    local c = assert(zn.client())
+    c:log("warn", "a line from the spec " .. ngx.var.arg_tag)
+    ngx.say("ok")
+end
+
 return _M
 ]==]
 
@@ -249,6 +373,18 @@ local HTTP = [[
             lua_check_client_abort on;
             content_by_lua_block { require("app").lock() }
         }
+        location = /forever { content_by_lua_block { require("app").forever() } }
+        location = /lock_exit { content_by_lua_block { require("app").lock_then("exit") } }
+        location = /lock_error { content_by_lua_block { require("app").lock_then("error") } }
+        location = /kill_waiter { content_by_lua_block { require("app").kill_waiter() } }
+        location = /phases {
+            access_by_lua_block { require("app").phase_acquire() }
+            content_by_lua_block { ngx.say(ngx.ctx.acquired) }
+            log_by_lua_block { require("app").phase_release() }
+        }
+        location = /timed { content_by_lua_block { require("app").timed() } }
+        location = /say_log { content_by_lua_block { require("app").say_log() } }
+        location = /busy_holder { content_by_lua_block { require("app").busy_holder() } }
     }
 ]]
 
@@ -366,7 +502,7 @@ describe("ngx #zk #ngx", function()
         local opts = {
             workers = 2,
             env = { ZK_HOSTS = zk.hosts() },
-            vars = { ROOT = root, LOGDIR = logdir, SOCKDIR = "/tmp" },
+            vars = { ROOT = root, LOGDIR = logdir, SOCKDIR = "/tmp", SESSION_TIMEOUT = 4 },
             lua_modules = { app = APP },
             http = HTTP,
         }
@@ -802,5 +938,267 @@ describe("ngx #zk #ngx", function()
         assert.is_true(np >= 3, "grants came from only " .. np .. " workers")
         no_crash(A)
         no_crash(B)
+    end)
+
+    it("waits with no timeout wait, in every waiting recipe (timeout = nil)", function()
+        local c = zk.client { session_timeout = 10 }
+        local cases = {
+            { "lock", function() local l = c:lock(root .. "/f-lock"); assert(l:acquire(5)); return l end,
+              function(l) assert(l:release()) end },
+            { "rwlock", function()
+                  local l = c:rwlock(root .. "/f-rwlock"):write_lock(); assert(l:acquire(5)); return l
+              end, function(l) assert(l:release()) end },
+            { "semaphore", function() return assert(c:semaphore(root .. "/f-semaphore", 1):acquire(5)) end,
+              function(lease) assert(lease:release()) end },
+            { "barrier", function()
+                  local b = c:barrier(root .. "/f-barrier"); assert(b:create()); return b
+              end,
+              function(b) assert(b:remove()) end },
+            { "election", function()
+                  local e = c:election(root .. "/f-election"); assert(e:campaign(5)); return e
+              end, function(e) assert(e:resign()) end },
+            { "double_barrier", function() return c:double_barrier(root .. "/f-double_barrier", 2) end,
+              function(b) assert(b:enter(10)); assert(b:leave(10)) end },
+        }
+        for _, case in ipairs(cases) do
+            local recipe, block, unblock = case[1], case[2], case[3]
+            local state = block()
+            local batch = A:fire({ ("/forever?recipe=%s&name=f-%s"):format(recipe, recipe) })
+            proc.sleep(1)
+            if batch:poll(0) == 0 then
+                local r = batch:collect(1)[1]
+                error(recipe .. ": the wait without a timeout returned at once: " .. tostring(r.body))
+            end
+            unblock(state)
+            local r = batch:collect(20)[1]
+            assert.are.equal(200, r.status, recipe .. ": " .. tostring(r.err))
+            assert.truthy(r.body:find("^ok "), recipe .. ": " .. tostring(r.body))
+        end
+        c:close()
+    end)
+
+    it("a waiting request whose client aborts (lua_check_client_abort on) leaves the line at once", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/ab2")
+        assert(holder:acquire(5))
+        local batch = A:fire({ "/lock_abortable?name=ab2&timeout=60&hold=0" })
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ab2") == 2
+        end, 10), "the waiter did not queue")
+        local t0 = proc.now()
+        batch:abort()
+        local gone = zk.wait_until(function()
+            return lock_children(admin, root .. "/ab2") == 1
+        end, 3)
+        local took = proc.now() - t0
+        assert.truthy(gone, "the aborted request's node is still there 3 s after the abort")
+        assert(holder:release())
+        local status, body = A:get("/lock?name=ab2&hold=0&timeout=5")
+        assert.are.equal(200, status, body)
+        print(("\n[ngx] aborted waiter's node gone %.0f ms after the client closed"):format(took * 1000))
+        assert.is_falsy(A:error_log():find("callback failed", 1, true), A:log_tail())
+        holder_client:close()
+    end)
+
+    it("a waiting request whose client goes away (lua_check_client_abort off) leaves the line", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/ab3")
+        assert(holder:acquire(5))
+        local batch = A:fire({ "/lock?name=ab3&timeout=60&hold=0" })
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ab3") == 2
+        end, 10), "the waiter did not queue")
+        local t0 = proc.now()
+        batch:abort()
+        local gone = zk.wait_until(function()
+            return lock_children(admin, root .. "/ab3") == 1
+        end, 3)
+        local took = proc.now() - t0
+        assert.truthy(gone, "the gone client's node is still there 3 s later")
+        assert(holder:release())
+        local status, body = A:get("/lock?name=ab3&hold=0&timeout=5")
+        assert.are.equal(200, status, body)
+        print(("\n[ngx] without lua_check_client_abort: the gone client's node went %.0f ms after it"
+               .. " closed"):format(took * 1000))
+        holder_client:close()
+    end)
+
+    for _, how in ipairs({ "exit", "error" }) do
+        it("a request that ends by " .. how .. " holding a lock releases it, logging the path", function()
+            local name = "end-" .. how
+            local status = A:get("/lock_" .. how .. "?name=" .. name)
+            assert.are.equal(how == "exit" and 200 or 500, status)
+            local t0 = proc.now()
+            local gone = zk.wait_until(function()
+                return lock_children(admin, root .. "/" .. name) == 0
+            end, 3)
+            local took = proc.now() - t0
+            assert.truthy(gone, "the lock is still held 3 s after the request ended")
+            local log = A:error_log()
+            local at = log:find("the request ended holding " .. root .. "/" .. name .. "/", 1, true)
+            assert.truthy(at, "no warning naming the lock:\n" .. A:log_tail())
+            local line = log:sub(1, at):match("[^\n]*$")
+            assert.truthy(line:find("[warn]", 1, true), line)
+            local st2, body = A:get("/lock?name=" .. name .. "&hold=0&timeout=2")
+            assert.are.equal(200, st2, body)
+            print(("\n[ngx] ngx.%s holding a lock: released %.0f ms after the response"):format(
+                  how == "exit" and "exit" or "error", took * 1000))
+        end)
+    end
+
+    it("a killed light thread that waited for a lock leaves the line; its request goes on", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/kt")
+        assert(holder:acquire(5))
+        local batch = A:fire({ "/kill_waiter?name=kt&stay=1.5" })
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/kt") == 2
+        end, 5), "the light thread did not queue")
+        -- The thread is killed 0.3 s after the request started waiting.
+        local t0 = proc.now()
+        local gone = zk.wait_until(function()
+            return lock_children(admin, root .. "/kt") == 1
+        end, 1)
+        print(("\n[ngx] killed light thread: its node went %.0f ms after it queued (killed at ~300 ms)")
+              :format((proc.now() - t0) * 1000))
+        assert.truthy(gone, "the killed thread's node is still there")
+        assert.are.equal(1, batch:poll(0), "the request ended already")
+        local r = batch:collect(10)[1]
+        assert.are.equal(200, r.status, tostring(r.err))
+        assert.are.equal("done\n", r.body)
+        assert(holder:release())
+        holder_client:close()
+    end)
+
+    it("a lock acquired in access_by_lua is released in log_by_lua (the owner is the request)", function()
+        local status, body = A:get("/phases?name=ph")
+        assert.are.equal(200, status)
+        assert.are.equal("true\n", body)
+        local line
+        assert.truthy(zk.wait_until(function()
+            line = A:error_log():match("phase release: %S+ %S+")
+            return line
+        end, 5), A:log_tail())
+        assert.are.equal("phase release: true nil", line)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/ph") == 0
+        end, 1), "lock node left")
+        assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/ph/", 1, true))
+    end)
+
+    it("zkcoord's own log lines go to the error log at their level", function()
+        assert.are.equal(200, (A:get("/say_log?tag=g1")))
+        assert.truthy(zk.wait_until(function()
+            return A:error_log():find("%[warn%][^\n]*zkcoord: a line from the spec g1")
+        end, 3), A:log_tail())
+        assert.is_falsy(A:stderr():find("a line from the spec", 1, true))
+    end)
+
+    it("an idle worker logs nothing for a minute #slow", function()
+        local I = start()
+        assert.truthy(zk.wait_until(function() return (I:get("/timed", 5)) == 200 end, 15))
+        local before = #I:error_log()
+        proc.sleep(65)
+        local added = I:error_log():sub(before + 1)
+        assert.is_falsy(added:find("[error]", 1, true), added)
+        assert.is_falsy(added:find("read timed out", 1, true), added)
+        no_crash(I)
+        I:destroy()
+    end)
+
+    it("request_timeout bounds get() and set() while ZooKeeper is down longer than it", function()
+        local srv = assert(zk.zkserver.start({ tick_time = 500 }))
+        local E = start { env = { ZK_HOSTS = srv.hosts, ZK_REQUEST_TIMEOUT = "2" } }
+        assert.truthy(zk.wait_until(function()
+            local st, b = E:get("/timed", 10)
+            return st == 200 and b:find("^get %S+ nonode")
+        end, 15), "nginx on the private server not ready:\n" .. E:log_tail())
+        srv:stop()
+        local down_at = proc.now()
+        proc.sleep(0.5)
+        local t0 = proc.now()
+        local status, body = E:get("/timed", 60)
+        local took = proc.now() - t0
+        assert.are.equal(200, status, body)
+        local tg, ts = body:match("^get %S+ %S+ (%S+) set %S+ %S+ (%S+)")
+        print(("\n[ngx] request_timeout 2 s, ZooKeeper down: %s(%.2f s in all)"):format(body, took))
+        assert.truthy(tonumber(tg) <= 2.5, body)
+        assert.truthy(tonumber(ts) <= 2.5, body)
+        proc.sleep(math.max(0, 8 - (proc.now() - down_at)))
+        assert.truthy(srv:start())
+        assert.truthy(zk.wait_until(function()
+            local st, b = E:get("/timed", 10)
+            return st == 200 and b:find("^get %S+ nonode")
+        end, 20), "no recovery after the outage:\n" .. E:log_tail())
+        local _, spam = E:error_log():gsub("lua tcp socket read timed out", "")
+        assert.are.equal(0, spam, "'read timed out' lines in error.log")
+        no_crash(E)
+        E:destroy()
+        srv:destroy()
+    end)
+
+    it("exit_worker removes its worker's nodes at once: reloads and quits with waiters, repeated", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/rq2")
+        local rq = root .. "/rq2"
+        local function round(R, how)
+            assert(holder:acquire(5))
+            local paths = {}
+            for i = 1, 30 do paths[i] = "/lock?name=rq2&hold=0.002&timeout=20&spray=200&i=" .. i end
+            local batch = R:fire(paths)
+            assert.truthy(zk.wait_until(function() return lock_children(admin, rq) == 31 end, 20),
+                          "waiters did not queue")
+            local old = R:worker_pids()
+            if how == "reload" then assert(R:reload()) else assert(R:signal("QUIT")) end
+            proc.sleep(0.2)
+            assert(holder:release())
+            local counts = count_status(batch:collect(20))
+            assert.are.equal(30, counts["200"], summary(counts))
+            if how == "reload" then
+                assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 3),
+                              "old workers still alive")
+            else
+                assert.truthy(R:quit(3), "nginx did not exit")
+            end
+            local t0 = proc.now()
+            local ok = zk.wait_until(function() return lock_children(admin, rq) == 0 end, 1)
+            return ok, proc.now() - t0
+        end
+        local R = start()
+        local left = {}
+        for i = 1, 4 do
+            local ok, took = round(R, "reload")
+            if not ok then left[#left + 1] = "reload " .. i end
+            print(("\n[ngx] reload %d: nodes gone %.0f ms after the old workers exited")
+                  :format(i, took * 1000))
+        end
+        no_crash(R)
+        R:destroy()
+        for i = 1, 2 do
+            local Q = start()
+            local ok, took = round(Q, "quit")
+            if not ok then left[#left + 1] = "quit " .. i end
+            print(("\n[ngx] quit %d: nodes gone %.0f ms after nginx exited"):format(i, took * 1000))
+            no_crash(Q)
+            Q:destroy()
+        end
+        -- A worker that exits with replies in flight (a timer busy until the exit).
+        for i = 1, 5 do
+            local Q = start()
+            local status, body = Q:get("/busy_holder?name=bh")
+            assert.are.equal(200, status)
+            assert.are.equal("held\n", body)
+            assert(Q:signal("QUIT"))
+            assert.truthy(Q:quit(5), "nginx did not exit")
+            local t0 = proc.now()
+            local ok = zk.wait_until(function() return lock_children(admin, root .. "/bh") == 0 end, 1)
+            if not ok then left[#left + 1] = "busy quit " .. i end
+            print(("\n[ngx] busy quit %d: node gone %s after nginx exited"):format(
+                  i, ok and ("%.0f ms"):format((proc.now() - t0) * 1000) or "not within 1 s"))
+            no_crash(Q)
+            Q:destroy()
+        end
+        assert.are.same({}, left, "runs that left nodes for more than 1 s")
+        holder_client:close()
     end)
 end)

@@ -643,9 +643,13 @@ function _M.connect(opts)
         _state_events = {},       -- events set on every state change
         _callbacks = { head = 1, tail = 0 },
         _retry_deletes = {},      -- path -> attempt, resent once connected
+        _owned = {},              -- path -> { serial =, q = }: nodes recipes created
         _closed = false,
     }, mt)
     self._waiter = load_waiter(o.wait, self)
+    if not o.logger and self._waiter.logger then
+        self._log = self._waiter.logger     -- nginx: ngx.log, at the matching level
+    end
 
     local ok, err, detail = self:_open_session(o.session_id, o.session_password)
     if not ok then
@@ -839,6 +843,7 @@ function _M:_session_event(state)
         self._suspended_at = nil
         self:_set_state("connected")
         self:_resend_deletes()
+        self:_delete_lost_nodes()
     elseif state == C.CONNECTING_STATE or state == C.ASSOCIATING_STATE then
         if self._state == "connected" then
             self._suspended_at = now()
@@ -974,17 +979,21 @@ end
 --- Fixed arity (a read takes at most path, watch, arg; it returns at most
 --- value, stat or nil, err, detail): varargs here would keep LuaJIT from
 --- compiling the read path (NYI: VARG).
-function _M:_retrying_until(deadline, send_op, a, b, c)
+--- `last_err`: at the deadline, report the last try's error, if any,
+--- rather than "timeout" (a sync read bounded by request_timeout).
+function _M:_retrying_until(deadline, send_op, a, b, c, last_err)
     local rp = self._retry
     local delay = rp.base_delay
     local tries = 0
+    local err
     while true do
         tries = tries + 1
         local left = deadline and deadline - now()
         if left and left <= 0 then
-            return nil, "timeout"
+            return nil, last_err and err or "timeout"
         end
-        local r1, err, r3 = send_op(self, a, b, c):wait(left)
+        local r1, r3
+        r1, err, r3 = send_op(self, a, b, c):wait(left)
         if r1 ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
             return r1, err, r3
         end
@@ -1342,7 +1351,7 @@ for name, fn in pairs(send) do
     if READS[name] then
         _M[name] = function(self, a, b, c)
             check_self(self, name)
-            return self:_retrying_until(nil, fn, a, b, c)
+            return self:_retrying_until(now() + self._request_timeout, fn, a, b, c, true)
         end
     else
         _M[name] = function(self, ...)
@@ -1414,6 +1423,69 @@ function _M:_resend_deletes()
     for path, a in pairs(retry) do
         delete_attempt(self, path, a[1], a[2], a[3])
     end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Nodes recipes created (queue positions), by session: when a new session
+-- replaces a lost one, the lost one's nodes are deleted at once instead of
+-- blocking every other contender until the server expires that session.
+
+--- Internal, for recipes: `path` was created by this session for `q`.
+function _M:_own(path, q)
+    local e = { serial = self._serial, q = q }
+    self._owned[path] = e
+    local w = self._waiter
+    if w.track then
+        w:track(e, path)    -- nginx: tied to the request, released when it ends
+    end
+end
+
+
+--- Internal, for recipes: `path` was deleted or is being deleted. A node
+--- of an earlier session stays listed until the new session deletes it.
+function _M:_disown(path)
+    local e = self._owned[path]
+    if e and e.serial == self._serial then
+        self._owned[path] = nil
+        if e.scope then
+            e.scope.nodes[path] = nil
+        end
+    end
+end
+
+
+function _M:_delete_lost_nodes()
+    local n = 0
+    for path, e in pairs(self._owned) do
+        if e.serial ~= self._serial then
+            self._owned[path] = nil
+            if e.scope then
+                e.scope.nodes[path] = nil
+            end
+            delete_attempt(self, path, -1, false, self._serial)
+            n = n + 1
+        end
+    end
+    if n > 0 then
+        self._log("info", ("deleting %d node(s) of the lost session"):format(n))
+    end
+end
+
+
+-- Blocks (at most `timeout` seconds) until no request waits for a reply.
+-- For close(), which blocks anyway, and exit paths that cannot yield.
+function _M:_quiesce(timeout)
+    local deadline = now() + timeout
+    while next(self._pending) ~= nil do
+        local left = deadline - now()
+        if left <= 0 then
+            return false
+        end
+        self._q:wait(min(left, 0.05))
+        self:_drain()
+    end
+    return true
 end
 
 
@@ -1615,6 +1687,12 @@ function _M:close()
     local s = self._s
     self._s = nil
     if s then
+        if self._state == "connected" then
+            -- libzookeeper sends no close request while its IO thread is
+            -- handling replies: the session (and its ephemeral nodes) would
+            -- outlive us by the session timeout. Let the replies in first.
+            self:_quiesce(min(self._request_timeout, 2))
+        end
         s:close()    -- blocks until the close request is sent; fails what is in flight
     end
     self:_drain()

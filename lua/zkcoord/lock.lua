@@ -14,9 +14,10 @@
 -- too (both sort by the number after the last "lock-"). Children of <path>
 -- without that shape are ignored.
 --
--- Owners: the lock is reentrant per owner. The owner is the running
--- coroutine (so two nginx requests, or two coroutines, are two owners), or
--- opts.owner if given. Each owner has its own node.
+-- Owners: the lock is reentrant per owner. The owner is opts.owner if
+-- given; else, inside nginx, the request (its ngx.ctx: acquire in access,
+-- release in log works, and two requests are two owners); else the running
+-- coroutine. Each owner has its own node.
 --
 -- Fencing: token() is the czxid of the owner's node. It grows with every
 -- grant of this lock, so a resource that refuses a token lower than the
@@ -39,6 +40,7 @@ local mt = { __index = _M }
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
 local OPT_KEYS = { owner = true, data = true, reentrant = true, marker = true }
+local WEAK_KEYS = { __mode = "k" }
 
 
 -- Every method raises on a wrong self, whatever it is (a number, a
@@ -51,7 +53,7 @@ end
 
 
 ---@class zkcoord.lock_opts
----@field owner any?        fixed owner token (default: the running coroutine)
+---@field owner any?        fixed owner token (default: the nginx request, else the running coroutine)
 ---@field data string?      data of our lock node (who holds it, for humans)
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
 
@@ -73,7 +75,9 @@ function _M.new(client, path, opts)
         _opts = opts,
         _marker = opts.marker or "lock-",
         _rule = queue.rule_first,
-        _holds = {},          -- owner -> { q = queue position, count = n }
+        -- owner -> { q = queue position, count = n }; weak: an owner that
+        -- is gone (an ended request) cannot release, its node goes anyway
+        _holds = setmetatable({}, WEAK_KEYS),
         _lost_fns = {},
     }, mt)
 end
@@ -83,6 +87,13 @@ function _M:_owner()
     local o = self._opts.owner
     if o ~= nil then
         return o
+    end
+    local w = self.client._waiter
+    if w.owner then
+        o = w.owner()
+        if o ~= nil then
+            return o
+        end
     end
     return running() or MAIN
 end

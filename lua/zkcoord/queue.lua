@@ -298,6 +298,9 @@ end
 function _M:_forget()
     local node = self._node
     self._node, self._name, self._stat, self._through = nil, nil, nil, false
+    if node then
+        self.client:_disown(node)
+    end
     return node
 end
 
@@ -640,6 +643,16 @@ local function delete_late_create(p)
 end
 
 
+-- An ephemeral node is registered with the client, which deletes it when a
+-- new session replaces ours and, in nginx, when the request ends. A
+-- persistent entry (a work item) must outlive both: never registered.
+function _M:_register(node)
+    if not self.persistent then
+        self.client:_own(node, self)
+    end
+end
+
+
 --- Step 1: create our node, listing the parent in the same round trip.
 function _M:_create(deadline)
     local client = self.client
@@ -663,6 +676,7 @@ function _M:_create(deadline)
         if node then
             self._node, self._stat, self._serial = node, stat, client._serial
             self._name = match(node, "[^/]+$")
+            self:_register(node)
             return true, names
         end
         local err = stat
@@ -689,6 +703,7 @@ function _M:_create(deadline)
                 if path then
                     self._node, self._stat, self._serial = path, fstat, client._serial
                     self._name = match(path, "[^/]+$")
+                    self:_register(path)
                     return true, fnames
                 elseif path == nil then
                     self:_delete_by_prefix(prefix, serial)   -- could not look: it may exist
@@ -853,6 +868,13 @@ function _M:enter(timeout)
 end
 
 
+-- The watch's upvalue must not live on the waiting coroutine's stack: in
+-- nginx that coroutine may be gone (request aborted) when the watch fires.
+local function waker(ev)
+    return function() ev:set() end
+end
+
+
 -- The rule said queue.ANY. If a watch on the line is set already (the rule
 -- just saw the listing that set it), wait for it to fire; then list the
 -- line again with a new watch, so the rule's next answer is about exactly
@@ -868,9 +890,7 @@ function _M:_wait_line(armed, deadline)
         end
     end
     local ev = client:waiter():event()
-    local function wake()
-        ev:set()
-    end
+    local wake = waker(ev)
     local names, err = client:_read_until(self:_read_deadline(deadline), "children", self.path,
                                           wake)
     if names then
@@ -891,9 +911,7 @@ end
 function _M:_wait_for(entry, deadline)
     local client = self.client
     local ev = client:waiter():event()
-    local function wake()
-        ev:set()
-    end
+    local wake = waker(ev)
     local data, err = client:_read_until(self:_read_deadline(deadline), "get", entry.path, wake)
     if data == nil then
         if err == "nonode" then

@@ -235,7 +235,18 @@ function _M:_claim(e, deadline)
         client:delete(claim)    -- acked by someone else meanwhile
         return false
     end
+    -- Registered like a queue position: in nginx a request that ends
+    -- holding the item gives it back, and a new session deletes a lost
+    -- session's claims at once.
+    local held = { _node = claim, _through = true }
+    function held.leave()
+        held._node = nil
+        client:_disown(claim)
+        client:delete_guaranteed(claim)
+    end
+    client:_own(claim, held)
     return setmetatable({
+        _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
         stat = stat, _sid = sid,
     }, item_mt)
@@ -364,12 +375,15 @@ function Item:ack()
         self.claim = nil
         return nil, "lost"
     end
-    local res, err = self.queue.client:multi {
+    local client = self.queue.client
+    local res, err = client:multi {
         { op = "delete", path = self.claim }, { op = "delete", path = self.path },
     }
     if not res then
         return nil, err
     end
+    client:_disown(self.claim)
+    self._held._node = nil
     self.claim = nil
     return true
 end
@@ -386,10 +400,13 @@ function Item:release()
         self.claim = nil
         return nil, "lost"
     end
-    local ok, err = self.queue.client:delete(self.claim)
+    local client = self.queue.client
+    local ok, err = client:delete(self.claim)
     if not ok and err ~= "nonode" then
         return nil, err
     end
+    client:_disown(self.claim)
+    self._held._node = nil
     self.claim = nil
     return true
 end

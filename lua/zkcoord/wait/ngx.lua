@@ -16,13 +16,92 @@
 --    order, never in the pump, which must not block.
 -- Where no socket can be made (no writable directory), the pump falls back
 -- to polling with a growing ngx.sleep step, and says so once in the log.
+--
+-- Requests: nodes a recipe creates in a request (not a timer) belong to
+-- it (its ngx.ctx). A ticker timer, armed only while requests wait or hold
+-- nodes, sees a request that ended (its ngx.ctx reference was freed) or a
+-- wait whose coroutine was killed (its semaphore lost its waiter), and
+-- deletes their nodes; a node still held then is logged as a warning.
 local core = require "zkcoord.core"
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
-local setmetatable, tostring, pcall = setmetatable, tostring, pcall
+local setmetatable, tostring, pcall, pairs, next, type =
+    setmetatable, tostring, pcall, pairs, next, type
+local running = coroutine.running
 local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
+local LEVELS = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
+
+-- Is a request's ngx.ctx still its own? lua-resty-core keeps every ctx in
+-- one registry table under a reference the request frees when it ends.
+local ctx_ref, ctx_tables
+do
+    local ok = pcall(function()
+        local ffi = require "ffi"
+        local base = require "resty.core.base"
+        require "resty.core.ctx"
+        local get_request = base.get_request
+        local get_ref = ffi.C.ngx_http_lua_ffi_get_ctx_ref
+        local in_ssl, ssl_ref = ffi.new("int[1]"), ffi.new("int[1]")
+        ctx_tables = debug.getregistry().ngx_lua_ctx_tables
+        ctx_ref = function()
+            local r = get_request()
+            if not r then
+                return nil
+            end
+            local ref = get_ref(r, in_ssl, ssl_ref)
+            return ref > 0 and ref or nil
+        end
+    end)
+    if not ok or type(ctx_tables) ~= "table" then
+        ctx_ref, ctx_tables = nil, nil
+    end
+end
+
+local function get_ctx()
+    return ngx.ctx
+end
+
+-- The client socket of the current request (plain HTTP/1 over TCP), to see
+-- a client that went away while its request waits: nginx notices only with
+-- lua_check_client_abort on. The first fields of ngx_http_request_t
+-- (signature, connection) and ngx_connection_t (data, read, write, fd) have
+-- kept their places across nginx versions; the signature is checked.
+local request_fd, client_gone
+do
+    local ok = pcall(function()
+        local ffi = require "ffi"
+        local get_request = require("resty.core.base").get_request
+        pcall(ffi.cdef, "long recv(int sockfd, void *buf, size_t len, int flags);")
+        local recv = ffi.C.recv
+        local u32, vpp, ip, cp = ffi.typeof("uint32_t *"), ffi.typeof("void **"),
+            ffi.typeof("int *"), ffi.typeof("char *")
+        local HTTP = 0x50545448          -- "HTTP"
+        local PEEK_NOWAIT = 0x02 + 0x40  -- MSG_PEEK | MSG_DONTWAIT
+        local buf = ffi.new("char[1]")
+        local ptr_size = ffi.sizeof("void *")
+        request_fd = function()
+            local r = get_request()
+            if not r or ffi.cast(u32, r)[0] ~= HTTP then
+                return nil
+            end
+            local c = ffi.cast(vpp, ffi.cast(cp, r) + ptr_size)[0]
+            if c == nil then
+                return nil
+            end
+            local fd = ffi.cast(ip, ffi.cast(cp, c) + 3 * ptr_size)[0]
+            return fd >= 0 and fd or nil
+        end
+        client_gone = function(fd)
+            return recv(fd, buf, 1, PEEK_NOWAIT) == 0
+        end
+    end)
+    if not ok then
+        request_fd, client_gone = nil, nil
+    end
+end
+local REQUEST_PHASES = { rewrite = true, access = true, content = true }
 
 local _M = { _VERSION = require("zkcoord.version"), name = "ngx", inline_callbacks = false }
 local mt = { __index = _M }
@@ -35,7 +114,12 @@ local NO_WAIT = {
 }
 
 local FOREVER = 365 * 24 * 3600
-local READ_TIMEOUT = 60        -- seconds; the sentinel handles exits
+-- ngx.semaphore and cosockets take milliseconds as a C int: longer waits
+-- go in chunks.
+local MAX_WAIT = 86400         -- seconds per semaphore wait
+local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
+                               -- in practice; timers and exits kick it
+local TICK = 0.05              -- seconds between ticks while armed
 
 _M.sock_dir = "/tmp"
 local counter = 0
@@ -65,6 +149,9 @@ function _M.new(client)
         sets = 0,             -- events set and callbacks deferred (the poll loop's progress)
         idle = semaphore.new(0), -- the parked poll loop waits on it
         parked = false,
+        scopes = {},          -- requests that own nodes: scope -> true
+        by_ctx = setmetatable({}, { __mode = "k" }),  -- ngx.ctx -> scope
+        ticking = false,
     }, mt)
     self:_start_pump()
     return self
@@ -103,12 +190,158 @@ function Event:wait(timeout)
         w.parked = false
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
     end
-    local ok = self.sema:wait(timeout or FOREVER)
-    if w.live[self] then        -- else the pump counted us as abandoned already
+    self.co = running()
+    if request_fd and REQUEST_PHASES[get_phase()] then
+        self.fd = request_fd()
+    end
+    w:_arm()
+    local sema = self.sema
+    local deadline = timeout and ngx.now() + timeout
+    local ok
+    while true do
+        local left = deadline and deadline - ngx.now() or FOREVER
+        if left < 0 then
+            left = 0
+        end
+        ok = sema:wait(left < MAX_WAIT and left or MAX_WAIT)
+        if ok or self.is_set or left <= MAX_WAIT then
+            break
+        end
+    end
+    if w.live[self] then        -- else the reaper counted us as abandoned already
         w.live[self] = nil
         w.waiting = w.waiting - 1
     end
+    if self.cancelled then
+        return self.is_set
+    end
     return ok and true or self.is_set
+end
+
+
+--- The lock owner inside nginx: the request (its ngx.ctx), so a lock
+--- acquired in one phase can be released in a later one.
+function _M.owner()
+    local ok, ctx = pcall(get_ctx)
+    if ok and type(ctx) == "table" then
+        return ctx
+    end
+    return nil
+end
+
+
+--- zkcoord's log lines go to nginx's error log, at their level.
+function _M.logger(level, msg)
+    log(LEVELS[level] or ERR, "zkcoord: ", msg)
+end
+
+
+--- Ties a recipe node (the client's registry entry `e` for `path`) to the
+--- current request, so it goes when the request ends. Not in a timer: a
+--- timer is where work that outlives it (leadership) belongs.
+function _M:track(e, path)
+    if not ctx_ref or get_phase() == "timer" then
+        return
+    end
+    local ok, ctx = pcall(get_ctx)
+    if not ok or type(ctx) ~= "table" then
+        return
+    end
+    local s = self.by_ctx[ctx]
+    if not s then
+        local ref = ctx_ref()
+        if not ref then
+            return
+        end
+        s = { ctx = ctx, ref = ref, nodes = {} }
+        self.by_ctx[ctx] = s
+        self.scopes[s] = true
+    end
+    e.scope, e.co = s, running()
+    s.nodes[path] = e
+    self:_arm()
+end
+
+
+-- Deletes the node of entry `e` (its position leaves the line).
+local function drop(client, path, e, why)
+    local q = e.q
+    if q._node == path then
+        if q._through then
+            log(WARN, "zkcoord: ", why, " holding ", path, ": released")
+        end
+        q:leave()
+    else
+        client:_disown(path)
+    end
+end
+
+
+-- Requests that ended: their nodes go. A request whose nodes all went
+-- normally is forgotten (a later node makes a new scope).
+function _M:_end_scopes()
+    local client = self.client
+    for s in pairs(self.scopes) do
+        if ctx_tables[s.ref] ~= s.ctx then
+            for path, e in pairs(s.nodes) do
+                drop(client, path, e, "the request ended")
+            end
+            s.nodes = {}
+        end
+        if next(s.nodes) == nil then
+            self.scopes[s] = nil
+            if self.by_ctx[s.ctx] == s then
+                self.by_ctx[s.ctx] = nil
+            end
+        end
+    end
+end
+
+
+-- A coroutine killed while waiting (a light thread, an aborted request):
+-- the positions it was waiting in leave the line. Its grants stay with
+-- the request, which releases them when it ends.
+function _M:_abandoned(co)
+    local client = self.client
+    for s in pairs(self.scopes) do
+        for path, e in pairs(s.nodes) do
+            if e.co == co and not e.q._through then
+                drop(client, path, e, "a killed thread")
+            end
+        end
+    end
+end
+
+
+local function tick(premature, self)
+    self.ticking = false
+    local client = self.client
+    if client._closed then
+        return
+    end
+    local ok, err = pcall(function()
+        self:_reap()
+        self:_end_scopes()
+        client:_check_timers()
+    end)
+    if not ok then
+        log(ERR, "zkcoord: tick: ", err)
+    end
+    if not premature and (next(self.live) or next(self.scopes) or client._state == "suspended") then
+        self:_arm()
+    end
+end
+
+
+-- Arms the ticker (one timer at a time) while something needs watching.
+function _M:_arm()
+    if self.ticking or self.client._closed then
+        return
+    end
+    local ok = ngx.timer.at(self.client:_timer_cap(TICK), tick, self)
+    if ok then
+        self.ticking = true
+    end
 end
 
 
@@ -252,7 +485,7 @@ function _M:_pump_loop()
             sock:close()
             return self:_poll_loop()
         end
-        sock:settimeout(client:_timer_cap(READ_TIMEOUT) * 1000)
+        sock:settimeout(READ_TIMEOUT * 1000)
         local data, rerr = sock:receiveany(4096)
         if not data and rerr ~= "timeout" then
             break                          -- closed: the client was closed
@@ -260,6 +493,9 @@ function _M:_pump_loop()
         local ok, perr = pcall(client._pump, client)
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
+        end
+        if client._state == "suspended" then
+            self:_arm()                    -- the session timer runs in the ticker
         end
         if client._closed then
             break
@@ -272,11 +508,23 @@ end
 
 -- Waiters whose coroutine is gone (request aborted, thread killed) while
 -- blocked: their semaphore has no waiter and was never posted.
+-- A waiter whose client closed its connection is woken: its wait fails as
+-- a timeout would, and the recipe leaves the line.
 function _M:_reap()
     for ev in pairs(self.live) do
-        if not ev.is_set and ev.sema:count() >= 0 then
-            self.live[ev] = nil
-            self.waiting = self.waiting - 1
+        if not ev.is_set then
+            if ev.sema:count() >= 0 then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                if ctx_ref then
+                    self:_abandoned(ev.co)
+                end
+            elseif ev.fd and client_gone(ev.fd) then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                ev.cancelled = true
+                ev.sema:post(1)
+            end
         end
     end
 end
@@ -297,6 +545,9 @@ function _M:_poll_loop()
         local exiting = ngx.worker.exiting()
         if exiting then
             self:_reap()
+            if ctx_ref then
+                self:_end_scopes()
+            end
             if self.waiting == 0 then
                 break
             end
