@@ -131,6 +131,21 @@ function _M:members()
 end
 
 
+-- The watch function, made outside on_change's waiting frame (in nginx a
+-- waiting coroutine may be gone, locals and all, when a watch fires).
+local function members_watcher(self, fn)
+    return function(names)
+        local members, rerr = read_members(self, names or {})
+        if members then
+            fn(members)
+        else
+            self.client:log("warn", "group " .. self.path .. ": members not read: "
+                            .. tostring(rerr))
+        end
+    end
+end
+
+
 --- fn(members) now and after every membership change (id -> data), until
 --- g:close(). Returns the watch (w:cancel() stops this one).
 ---@return table|nil w, string? err
@@ -139,15 +154,7 @@ function _M:on_change(fn)
     if type(fn) ~= "function" then
         argerror(1, "on_change", "function expected, got " .. type(fn))
     end
-    local w, err = self.client:watch(self.path, function(names)
-        local members, rerr = read_members(self, names or {})
-        if members then
-            fn(members)
-        else
-            self.client:log("warn", "group " .. self.path .. ": members not read: "
-                            .. tostring(rerr))
-        end
-    end, { kind = "children" })
+    local w, err = self.client:watch(self.path, members_watcher(self, fn), { kind = "children" })
     if not w then
         return nil, err
     end

@@ -154,6 +154,18 @@ function _M:_release(p)
 end
 
 
+-- Made outside the waiting frame (see persistent_node.lua): fires after a
+-- delete, when p may be ours to take.
+local function freed_watcher(self, p)
+    return function(ev)
+        if ev.type == "deleted" and not self._closed and self._want and self._want[p]
+                and not self._owned[p] then
+            self:_take_and_tell(p)
+        end
+    end
+end
+
+
 -- Takes p if its node is free; otherwise waits on the node (a watch) and
 -- tries again when it goes, if p is still ours to want.
 function _M:_take(p)
@@ -168,12 +180,7 @@ function _M:_take(p)
         elseif err ~= "nodeexists" then
             return nil, err
         end
-        local stat = client:exists(node, function(ev)
-            if ev.type == "deleted" and not self._closed and self._want and self._want[p]
-                    and not self._owned[p] then
-                self:_take_and_tell(p)
-            end
-        end)
+        local stat = client:exists(node, freed_watcher(self, p))
         if stat and stat.ephemeral_owner == sid then
             self._owned[p] = sid             -- ours already (a lost create reply)
             return true

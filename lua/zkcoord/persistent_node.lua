@@ -128,6 +128,21 @@ local function node_event(ev, self)
 end
 
 
+-- Watch closures are made outside the frames that wait (in nginx a waiting
+-- coroutine may be gone, locals and all, when the watch fires).
+local function node_watcher(self)
+    return function(ev) node_event(ev, self) end
+end
+
+local function other_watcher(self)
+    return function(ev)
+        if ev.type == "deleted" and not self._closed and not self._path then
+            self:_ensure()
+        end
+    end
+end
+
+
 -- Watches our node (a delete re-creates it). Returns false when it is
 -- gone already, true otherwise (also when the connection dropped: the
 -- next "connected" looks again).
@@ -136,7 +151,7 @@ function _M:_watch()
     if self._watching == path then
         return true
     end
-    local stat, err = self.client:exists(path, function(ev) node_event(ev, self) end)
+    local stat, err = self.client:exists(path, node_watcher(self))
     if stat then
         self._watching = path
         return true
@@ -151,11 +166,7 @@ end
 
 -- A node at our path that is someone else's: create ours when it goes.
 function _M:_wait_for_other(path)
-    self.client:exists(path, function(ev)
-        if ev.type == "deleted" and not self._closed and not self._path then
-            self:_ensure()
-        end
-    end)
+    self.client:exists(path, other_watcher(self))
 end
 
 

@@ -168,6 +168,14 @@ function _M:len()
 end
 
 
+-- Closures handed to watches are made here, not in the waiting frame: in
+-- nginx that frame's coroutine may be gone (request aborted) when the
+-- watch fires, and its locals with it.
+local function waker(ev)
+    return function() ev:set() end
+end
+
+
 local function remaining(deadline)
     local left = deadline - now()
     return left > 0 and left or 0
@@ -297,9 +305,7 @@ function _M:take(timeout)
         end
         -- Both listings carry a watch: a new item or a claim going wakes us.
         local ev = client:waiter():event()
-        local function wake()
-            ev:set()
-        end
+        local wake = waker(ev)
         local function unwatch()
             client:remove_watches(self.entries, wake)
             client:remove_watches(self.taken, wake)
