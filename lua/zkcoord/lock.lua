@@ -23,6 +23,12 @@
 -- grant of this lock, so a resource that refuses a token lower than the
 -- last one it saw refuses a holder whose lock was lost meanwhile.
 --
+-- Revocation (Curator's protocol, so Curator's Revoker and ours revoke each
+-- other's holders): anyone asks a holder to give the lock up by writing
+-- "__REVOKE__" into its node (zkcoord.lock.revoke(client, node)); a holder
+-- that registered lock:on_revoke(fn) watches its node's data and fn runs.
+-- Releasing is the holder's decision.
+--
 -- Connection loss ("suspended"): the lock stays held; the session may
 -- still be alive. Session loss ("lost", or suspended for longer than the
 -- session timeout), or our node deleted by someone else: held() turns false
@@ -30,8 +36,8 @@
 -- the lock now.
 local queue = require "zkcoord.queue"
 
-local type, error, pairs, ipairs, setmetatable, getmetatable =
-    type, error, pairs, ipairs, setmetatable, getmetatable
+local type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring =
+    type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring
 local running = coroutine.running
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -79,6 +85,7 @@ function _M.new(client, path, opts)
         -- is gone (an ended request) cannot release, its node goes anyway
         _holds = setmetatable({}, WEAK_KEYS),
         _lost_fns = {},
+        _revoke_fns = {},
     }, mt)
 end
 
@@ -133,6 +140,54 @@ local function hold_lost(reason, h)
 end
 
 
+local REVOKE = "__REVOKE__"     -- Curator's LockInternals.REVOKE_MESSAGE
+
+local watch_revoke
+
+-- A revocation request for hold `h` (its node's data is REVOKE): tell.
+local function revoke_requested(h)
+    local self = h.lock
+    if self._holds[h.owner] ~= h or h.revoked then
+        return
+    end
+    h.revoked = true
+    for _, fn in ipairs(self._revoke_fns) do
+        local ok, err = pcall(fn, h.owner, h.q:node())
+        if not ok then
+            self.client:log("error", "lock on_revoke callback failed: " .. tostring(err))
+        end
+    end
+end
+
+
+-- Made outside any waiting frame (in nginx a waiting coroutine may be gone
+-- when a watch fires): re-arms on a data change, stops when the node went.
+local function revoke_watcher(h)
+    return function(ev)
+        if ev.type == "changed" and h.lock._holds[h.owner] == h then
+            watch_revoke(h)
+        end
+    end
+end
+
+local function revoke_reply(h)
+    return function(data)
+        if data == REVOKE then
+            revoke_requested(h)
+        end
+    end
+end
+
+-- Reads the node's data with a watch, without waiting (no round trip added
+-- to acquire); armed only while someone listens, as on_lost is.
+watch_revoke = function(h)
+    local node = h.q:node()
+    if node then
+        h.lock.client:send("get", node, revoke_watcher(h)):on_done(revoke_reply(h))
+    end
+end
+
+
 --- Acquires the lock for the current owner.
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
@@ -166,6 +221,10 @@ function _M:acquire(timeout)
         return nil, err
     end
     self._holds[owner] = h
+    if #self._revoke_fns > 0 then
+        h.revoke_watched = true
+        watch_revoke(h)
+    end
     return true
 end
 
@@ -246,6 +305,45 @@ function _M:on_lost(fn)
         end
     end
     return fn
+end
+
+
+--- fn(owner, node) runs when someone asks the holder `owner` to give the
+--- lock up (zkcoord.lock.revoke, or Curator's Revoker, wrote "__REVOKE__"
+--- into its node). Releasing is up to the holder: the release must come
+--- from the owner (opts.owner lets any coroutine release). Register it
+--- before acquire: the node's data is watched only while someone listens.
+function _M:on_revoke(fn)
+    check_self(self, "on_revoke")
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_revoke' (function expected)", 2)
+    end
+    self._revoke_fns[#self._revoke_fns + 1] = fn
+    for _, h in pairs(self._holds) do
+        if not h.revoke_watched then
+            h.revoke_watched = true
+            watch_revoke(h)
+        end
+    end
+    return fn
+end
+
+
+--- Asks the holder of lock node `node` to give it up (Curator's protocol:
+--- "__REVOKE__" is written into the node). Works on Curator's and
+--- zkcoord's lock and rwlock nodes whose holder listens for it.
+---@return true|nil ok, string? err "nonode" (no such holder) | a code
+function _M.revoke(client, node)
+    if getmetatable(client) ~= require("zkcoord.client").mt then
+        error("bad argument #1 to 'revoke' (zkcoord client expected, got " .. type(client) .. ")",
+              2)
+    end
+    client.check_path(node, "revoke", 2)
+    local stat, err = client:set(node, REVOKE)
+    if not stat then
+        return nil, err
+    end
+    return true
 end
 
 
