@@ -20,7 +20,6 @@ local EX_OK, EX_FAIL, EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_OSERR, EX_TEMPFA
 _M.EX = { OK = EX_OK, FAIL = EX_FAIL, USAGE = EX_USAGE, UNAVAILABLE = EX_UNAVAILABLE,
           SOFTWARE = EX_SOFTWARE, OSERR = EX_OSERR, TEMPFAIL = EX_TEMPFAIL }
 
-local OWNER = "zkcoord-cli"     -- fixed lock owner: acquire runs in a spawned coroutine
 local SIG = sys.SIG
 
 -- ---------------------------------------------------------------------------
@@ -344,6 +343,35 @@ local function drive_until(c, sigfd, done)
 end
 
 
+-- The lock's line: one queue (zkcoord.queue) of ephemeral-sequential nodes
+-- for both sides. The exclusive side is client:lock()'s node
+-- (_c_<uuid>-lock-<seq>, Curator's InterProcessMutex), through when first
+-- in line; the shared side is the read-write lock's read node
+-- (_c_<uuid>-__READ__<seq>, Curator's InterProcessReadWriteLock), through
+-- when no exclusive node (lock- or __WRIT__) is below it. So `lock` and
+-- `lock --shared` on one PATH exclude each other, and each also honours
+-- the library's (and Curator's) lock or rwlock nodes on that PATH.
+local LINE_MARKERS = { "downgrade-__READ__", "__READ__", "__WRIT__", "lock-" }
+local EXCLUSIVE = { ["__WRIT__"] = true, ["lock-"] = true }
+
+local function shared_rule(entries, me)
+    for k = me - 1, 1, -1 do
+        if EXCLUSIVE[entries[k].marker] then
+            return entries[k]      -- the last exclusive node below us
+        end
+    end
+    return true
+end
+
+
+local function line_position(c, path, shared, data)
+    return queue.new(c, path, { marker = shared and "__READ__" or "lock-",
+                                markers = LINE_MARKERS,
+                                rule = shared and shared_rule or queue.rule_first,
+                                data = data })
+end
+
+
 -- Election: our node is the first latch node, owned by our session.
 local function leader_node(c, path)
     local q = queue.new(c, path, { marker = "latch-", rule = queue.rule_first })
@@ -379,15 +407,10 @@ local function run_held(g, verb, o, path, cmd)
     local done, ok, err, detail = false, nil, nil, nil
     local lk, e
     if verb == "lock" then
-        local lopts = { owner = OWNER, data = o.data or default_id() }
-        if o.shared then
-            lk = c:rwlock(path, lopts):read_lock()
-        else
-            lk = c:lock(path, lopts)
-        end
+        lk = line_position(c, path, o.shared, o.data or default_id())
         lk:on_lost(function(reason) lost = lost or reason end)
         c:spawn(function()
-            ok, err, detail = lk:acquire(o.timeout)
+            ok, err, detail = lk:enter(o.timeout)
             done = true
         end)
     else
@@ -420,7 +443,7 @@ local function run_held(g, verb, o, path, cmd)
 
     local node, token
     if lk then
-        node, token = lk:node(), lk:token()
+        node, token = lk:node(), lk:is_through() and lk:stat() and lk:stat().czxid
     else
         node, token = leader_node(c, path)
     end
@@ -436,7 +459,7 @@ local function run_held(g, verb, o, path, cmd)
     local pid, perr, pstatus = sys.spawn(cmd, { ZKCOORD_FENCING_TOKEN = fmt_number(token),
                                                 ZKCOORD_LOCK_NODE = node })
     if not pid then
-        if lk then lk:release() else e:resign() end
+        if lk then lk:leave() else e:resign() end
         c:close()
         note(perr)
         return pstatus
@@ -469,7 +492,7 @@ local function run_held(g, verb, o, path, cmd)
         end
     end
     if lk then
-        if lk:held() then lk:release() end
+        lk:leave()
     else
         e:resign()
     end

@@ -241,7 +241,7 @@ function _M.spawn(argv, env)
     local pid = ffi.new("int[1]")
     local rc = C.zkcli_spawnp(pid, argv[1], nil, attr, cargv, cenv)
     C.zkcli_spawnattr_destroy(attr)
-    local _ = k1, k2    -- the strings live until here
+    local _ = { k1, k2 }    -- the strings live until here
     if rc ~= 0 then
         local status = (rc == ENOENT) and 127 or ((rc == EACCES or rc == ENOEXEC) and 126 or 71)
         return nil, argv[1] .. ": " .. _M.strerror(rc), status
