@@ -91,8 +91,13 @@ local function locks(path)
 end
 
 
+-- Waits until `zkcoord locks path` lists n nodes; a failed listing (the
+-- parent not created yet is "nonode") counts as not yet.
 local function wait_locks(path, n)
-    return zk.wait_until(function() return #locks(path) == n end, 10)
+    return zk.wait_until(function()
+        local ok, rows = pcall(locks, path)
+        return ok and #rows == n
+    end, 10)
 end
 
 
@@ -497,7 +502,7 @@ describe("zkcoord command #zk", function()
         it("exits 71 when the session expires while CMD runs", function()
             local p = root .. "/expire"
             local marker = tmpfile("term")
-            local h = start({ "--session-timeout", "1", "lock", p, "--", "sh", "-c",
+            local h = start({ "--session-timeout", "2", "lock", p, "--", "sh", "-c",
                               ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
             assert.truthy(wait_locks(p, 1))
             -- frozen past its session timeout: the server expires the session
