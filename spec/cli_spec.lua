@@ -38,7 +38,7 @@ local function start(args, opts)
     opts = opts or {}
     local h = { out = tmpfile("out"), err = tmpfile("err"), pidf = tmpfile("pid"),
                 rcf = tmpfile("rc") }
-    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf, BIN }
+    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf, opts.bin or BIN }
     for _, a in ipairs(args) do argv[#argv + 1] = tostring(a) end
     local e = env()
     for k, v in pairs(opts.env or {}) do e[k] = v end
@@ -333,6 +333,18 @@ describe("zkcoord command #zk", function()
             assert.are.equal(127, rc)
             assert.truthy(err:find("/nonexistent/command", 1, true), err)
             assert.are.same({}, admin:children(p))
+        end)
+
+        it("CMD inherits the descriptors zkcoord was given, none of its own", function()
+            -- zkcoord's own: the session's socket, the client's eventfd, the signalfd
+            local list = 'for f in /proc/$$/fd/*; do echo "${f##*/}"; done'
+            local rc, base = run({ "-c", list }, nil, { bin = "sh" })
+            assert.are.equal(0, rc)
+            local out, err
+            rc, out, err = run({ "lock", root .. "/fds", "--", "sh", "-c", list })
+            assert.are.equal(0, rc, err)
+            assert.truthy(base:find("^0\n1\n"), base)
+            assert.are.equal(base, out)
         end)
 
         it("excludes: runs of two processes never overlap, tokens grow", function()
