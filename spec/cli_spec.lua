@@ -125,6 +125,7 @@ describe("zkcoord command #zk", function()
                 { "lock", "--timeout", "soon", "/x", "--", "true" },
                 { "lock", "/x" },
                 { "lock", "/x", "--" },
+                { "lock", "/x", "--timeout", "1", "--", "true" },
                 { "elect", "--nope", "/x", "--", "true" },
                 { "create", "-q", "/x" },
                 { "counter", "/x", "add" },
@@ -332,6 +333,14 @@ describe("zkcoord command #zk", function()
             rc, _, err = run({ "lock", p, "--", "/nonexistent/command" })
             assert.are.equal(127, rc)
             assert.truthy(err:find("/nonexistent/command", 1, true), err)
+            local notexec = tmpfile("notexec")
+            assert(proc.write_file(notexec, "data, not a program\n"))
+            rc, _, err = run({ "lock", p, "--", notexec })
+            assert.are.equal(126, rc)
+            assert.truthy(err:find("Permission denied", 1, true), err)
+            -- without "--" too
+            rc = run({ "lock", p, "sh", "-c", "exit 4" })
+            assert.are.equal(4, rc)
             assert.are.same({}, admin:children(p))
         end)
 

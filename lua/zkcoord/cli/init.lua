@@ -515,6 +515,9 @@ local function verb_held(g, verb, args, i)
     i = i + 1
     if args[i] == "--" then
         i = i + 1
+    elseif args[i] and args[i]:sub(1, 1) == "-" then
+        usage(verb, "zkcoord: " .. verb .. ": options go before PATH (got '" .. args[i]
+                    .. "' after it; a command starting with '-' goes after '--')")
     end
     if not args[i] then
         usage(verb, "zkcoord: " .. verb .. ": no command given (PATH -- CMD [ARGS...])")
