@@ -2,6 +2,7 @@
 -- every exit status, run as a separate process the way a user runs it.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 local ROOT = os.getenv("PWD") or "."
 local BIN = ROOT .. "/bin/zkcoord"
@@ -458,7 +459,7 @@ describe("zkcoord command #zk", function()
             -- released at once, not after a session timeout
             local rc = run({ "lock", "--timeout", "0", p, "--", "true" })
             assert.are.equal(0, rc)
-            assert.is_true(proc.now() - t0 < 3)
+            assert.is_true(proc.now() - t0 < 8)      -- the session timeout is 10 s
 
             -- no trap: CMD dies of the signal, 128+15
             h = start({ "lock", p, "--", "sleep", "30" })
@@ -501,7 +502,7 @@ describe("zkcoord command #zk", function()
             assert(admin:delete(p .. "/" .. locks(p)[1].node))
             local rc, _, err = h.wait(5)
             assert.are.equal(71, rc)
-            assert.is_true(proc.now() - t0 < 3)
+            assert.is_true(proc.now() - t0 < 5)
             assert.are.equal("TERM\n", proc.read_file(marker))
             assert.truthy(err:find("lost (deleted)", 1, true), err)
         end)
@@ -516,7 +517,7 @@ describe("zkcoord command #zk", function()
             local rc, _, err = h.wait(5)
             local took = proc.now() - t0
             assert.are.equal(71, rc)
-            assert.is_true(took >= 0.5 and took < 3, "took " .. took)
+            assert.is_true(took >= 0.5 and took < 5, "took " .. took)
             assert.truthy(err:find("SIGKILL", 1, true), err)
         end)
 
@@ -537,16 +538,39 @@ describe("zkcoord command #zk", function()
             assert.truthy(err:find("lost (sessionexpired)", 1, true)
                           or err:find("lost (deleted)", 1, true), err)
         end)
+
+        it("exits 71 when cut off from every server for the session timeout", function()
+            local p = root .. "/cut"
+            local port = tonumber(zk.hosts():match(":(%d+)"))
+            local proxy = assert(tcpproxy.start("127.0.0.1", port))
+            local marker = tmpfile("term")
+            local h = start({ "--servers", proxy.hosts, "--session-timeout", "2", "lock", p,
+                              "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            proxy:blackhole()
+            local rc, _, err = h.wait(10)
+            local took = proc.now() - t0
+            proxy:stop()
+            assert.are.equal(71, rc)
+            -- not before the session could have expired, and soon after
+            assert.is_true(took >= 1.5 and took < 6, "took " .. took)
+            assert.are.equal("TERM\n", proc.read_file(marker))
+            assert.truthy(err:find("lost (", 1, true), err)
+        end)
     end)
 
     describe("elect", function()
         it("runs CMD only on the leader, the next one when it ends", function()
             local p = root .. "/e"
             local log = tmpfile("elect.log")
+            local go = tmpfile("go")       -- a leader's command ends once this exists
             local function cmd(id)
                 return { "elect", "--id", id, p, "--", "sh", "-c",
-                         ('echo "%s start $ZKCOORD_FENCING_TOKEN" >> %s; sleep 0.5; echo "%s end" >> %s')
-                             :format(id, log, id, log) }
+                         ('echo "%s start $ZKCOORD_FENCING_TOKEN" >> %s; '
+                          .. 'while [ ! -e %s ]; do sleep 0.05; done; echo "%s end" >> %s')
+                             :format(id, log, go, id, log) }
             end
             local a = start(cmd("A"))
             assert.truthy(wait_locks(p, 1))
@@ -563,6 +587,8 @@ describe("zkcoord command #zk", function()
             assert.is_nil((proc.read_file(log) or ""):find("B start", 1, true))
             local rc = run({ "elect", "--timeout", "0", p, "--", "true" })
             assert.are.equal(75, rc)
+            assert.is_nil((proc.read_file(log) or ""):find("B start", 1, true))
+            assert(proc.write_file(go, ""))
             assert.are.equal(0, (a.wait(10)))
             assert.are.equal(0, (b.wait(10)))
             local l = lines(proc.read_file(log))
