@@ -129,6 +129,7 @@ describe("zkcoord command #zk", function()
                 { "lock", "/x", "--timeout", "1", "--", "true" },
                 { "elect", "--nope", "/x", "--", "true" },
                 { "create", "-q", "/x" },
+                { "rm", "-r", "/" },
                 { "counter", "/x", "add" },
                 { "counter", "/x", "mul", "2" },
                 { "counter", "/x", "add", "1.5" },

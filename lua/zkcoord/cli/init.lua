@@ -655,6 +655,9 @@ local function verb_plain(g, verb, args, i)
         ops = operands(verb, args, i, 1, 1)
     end
     local path = check_path(verb, ops[1])
+    if verb == "rm" and path == "/" then
+        usage(verb, "zkcoord: rm: refusing to remove /")
+    end
     local what = verb .. " " .. path
     local out = io.stdout
 
