@@ -123,6 +123,7 @@ describe("zkcoord command #zk", function()
                 { "get", "relative" },
                 { "get", "/a", "/b" },
                 { "--bogus", "get", "/x" },
+                { "--servers", "", "get", "/x" },
                 { "lock", "--timeout", "soon", "/x", "--", "true" },
                 { "lock", "/x" },
                 { "lock", "/x", "--" },

@@ -294,7 +294,8 @@ local function connect(g)
         usage(nil, "zkcoord: " .. tostring(c):gsub("^.-: ", ""))
     end
     if not c then
-        if err == "timeout" or err == "connectionloss" then
+        -- systemerror: libzookeeper could not resolve or open any address
+        if err == "timeout" or err == "connectionloss" or err == "systemerror" then
             exit(EX_UNAVAILABLE, "cannot reach ZooKeeper at " .. g.servers .. ": "
                                  .. describe(err, detail))
         end
@@ -813,6 +814,9 @@ local function run(args)
     local fn = VERBS[verb]
     if not fn then
         usage(nil, "zkcoord: unknown verb '" .. verb .. "'")
+    end
+    if g.servers and not g.servers:find("%S") then
+        usage(nil, "zkcoord: --servers needs host:port[,host:port...]")
     end
     g.servers = g.servers or os.getenv("ZKCOORD_SERVERS")
     if not g.servers or g.servers == "" then
