@@ -270,12 +270,18 @@ end
 
 local clients = {}     -- closed by main() whatever happens
 
-local function connect(g)
+-- held: for lock and elect. libzookeeper notices a silent connection after
+-- 2/3 of the session timeout; counting the session lost 1/4 of it later
+-- (the library's lost_after; by default a whole timeout later) sends CMD its
+-- SIGTERM a little before the server can expire the session and grant the
+-- lock to someone else.
+local function connect(g, held)
     local opts = {
         servers = g.servers,
         session_timeout = g.session_timeout or 10,
         connect_timeout = g.connect_timeout or 5,
         chroot = g.chroot,
+        lost_after = held and (g.session_timeout or 10) / 4 or nil,
         logger = function(level, msg)
             if level == "error" then note(msg) end
         end,
@@ -403,7 +409,7 @@ local function run_held(g, verb, o, path, cmd)
         exit(EX_OSERR, serr)
     end
     local user_fds = sys.open_fds()
-    local c = connect(g)
+    local c = connect(g, true)
     local lost
     local done, ok, err, detail = false, nil, nil, nil
     local lk, e
