@@ -460,6 +460,16 @@ local function run_held(g, verb, o, path, cmd)
         return EX_OSERR
     end
 
+    -- A signal that came with the grant: stop here rather than start CMD.
+    for _, s in ipairs(sys.read_signals(sigfd)) do
+        if s.signo ~= SIG.CHLD then
+            c:close()
+            note(("%s just after the %s was granted: the command was not started")
+                 :format(sys.SIGNAME[s.signo] or ("signal " .. s.signo), what))
+            return 128 + s.signo
+        end
+    end
+
     sys.cloexec_all_but(user_fds)
     io.stdout:flush()
     io.stderr:flush()
