@@ -55,7 +55,9 @@ usage: zkcoord lock [--timeout S] [--shared] [--data TEXT] [--grace S] PATH -- C
 
 Runs CMD while holding the lock PATH (exclusive; --shared: the read side of
 the read-write lock PATH), then releases it at once. Fair: first come, first
-served. Curator's and kazoo's lockers of PATH are excluded too.
+served. Exclusive and shared runs on PATH exclude each other, and respect
+the zkcoord library's lock and rwlock holders and Curator's InterProcessMutex
+on PATH (the same node names); kazoo's locks are listed by `locks` only.
 
   --timeout S   give up after S seconds (exit 75); 0 tries once;
                 without it, wait as long as it takes
