@@ -44,6 +44,11 @@ build = {
       CMAKE_BUILD_TYPE = "Release",
       ZKCOORD_WERROR = "OFF",
    },
+   install = {
+      -- the zkcoord command (a LuaJIT script): luarocks' wrapper runs it
+      -- with its configured interpreter, which must be luajit
+      bin = { zkcoord = "bin/zkcoord" },
+   },
 }
 test = {
    type = "busted",

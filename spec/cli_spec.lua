@@ -1,0 +1,660 @@
+-- The zkcoord command (bin/zkcoord) against a real ZooKeeper: every verb,
+-- every exit status, run as a separate process the way a user runs it.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
+
+local ROOT = os.getenv("PWD") or "."
+local BIN = ROOT .. "/bin/zkcoord"
+
+local seq = 0
+local function tmpfile(name)
+    seq = seq + 1
+    return ("%s/cli-%d-%s"):format(zk.tmpdir(), seq, name)
+end
+
+
+local function env()
+    local e = zk.lua_env()
+    e.ZKCOORD_SERVERS = zk.hosts()
+    return e
+end
+
+
+-- Runs bin/zkcoord with `args` in the background. Returns a handle with
+-- pid (zkcoord's own), and wait(timeout) -> exit status, stdout, stderr.
+-- A small sh wrapper records the status. (A background job of sh starts
+-- with SIGINT ignored; zkcoord blocks and reads its signals, which the
+-- kernel then still delivers, and gives CMD default dispositions.)
+local WRAPPER = [[
+pidf=$1; rcf=$2; shift 2
+"$@" &
+p=$!
+echo "$p" > "$pidf.tmp" && mv "$pidf.tmp" "$pidf"
+wait "$p"
+echo $? > "$rcf.tmp" && mv "$rcf.tmp" "$rcf"
+]]
+
+local function start(args, opts)
+    opts = opts or {}
+    local h = { out = tmpfile("out"), err = tmpfile("err"), pidf = tmpfile("pid"),
+                rcf = tmpfile("rc") }
+    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf, opts.bin or BIN }
+    for _, a in ipairs(args) do argv[#argv + 1] = tostring(a) end
+    local e = env()
+    for k, v in pairs(opts.env or {}) do e[k] = v end
+    assert(proc.spawn(argv, { stdout = h.out, stderr = h.err, env = e, owner = true }))
+    assert(zk.wait_until(function() return proc.read_file(h.pidf) end, 10),
+           "zkcoord did not start")
+    h.pid = tonumber(proc.read_file(h.pidf))
+    function h.wait(timeout)
+        local rc = zk.wait_until(function()
+            return tonumber(proc.read_file(h.rcf) or "")
+        end, timeout or 15)
+        return rc, proc.read_file(h.out) or "", proc.read_file(h.err) or ""
+    end
+    function h.running()
+        return proc.read_file(h.rcf) == nil
+    end
+    return h
+end
+
+
+-- Runs bin/zkcoord to the end: exit status, stdout, stderr.
+local function run(args, timeout, opts)
+    local h = start(args, opts)
+    local rc, out, err = h.wait(timeout)
+    assert(rc, "zkcoord " .. table.concat(args, " ") .. " did not finish")
+    return rc, out, err
+end
+
+
+local function lines(text)
+    local out = {}
+    for l in (text or ""):gmatch("[^\n]+") do out[#out + 1] = l end
+    return out
+end
+
+
+-- The lock nodes under `path` as `zkcoord locks` prints them.
+local function locks(path)
+    local rc, out, err = run({ "locks", path })
+    assert(rc == 0, "locks failed: " .. err)
+    local rows = {}
+    for _, l in ipairs(lines(out)) do
+        local state, kind, node, data, session, age = l:match(
+            "^(%S+)\t(%S+)\t(%S+)\t([^\t]*)\t(%S+)\t(%S+)$")
+        assert(state, "unexpected locks line: " .. l)
+        rows[#rows + 1] = { state = state, kind = kind, node = node, data = data,
+                            session = session, age = age }
+    end
+    return rows
+end
+
+
+-- Waits until `zkcoord locks path` lists n nodes; a failed listing (the
+-- parent not created yet is "nonode") counts as not yet.
+local function wait_locks(path, n)
+    return zk.wait_until(function()
+        local ok, rows = pcall(locks, path)
+        return ok and #rows == n
+    end, 10)
+end
+
+
+describe("zkcoord command #zk", function()
+    local root, admin
+
+    before_each(function()
+        root = zk.new_root("cli")
+        admin = zk.admin()
+    end)
+
+    after_each(function()
+        zk.delete_tree(admin, root)
+    end)
+
+    describe("usage", function()
+        it("exits 64 with the usage on stderr for bad usage", function()
+            local cases = {
+                {},
+                { "frobnicate", "/x" },
+                { "get" },
+                { "get", "relative" },
+                { "get", "/a", "/b" },
+                { "--bogus", "get", "/x" },
+                { "--servers", "", "get", "/x" },
+                { "lock", "--timeout", "soon", "/x", "--", "true" },
+                { "lock", "/x" },
+                { "lock", "/x", "--" },
+                { "lock", "/x", "--timeout", "1", "--", "true" },
+                { "elect", "--nope", "/x", "--", "true" },
+                { "create", "-q", "/x" },
+                { "rm", "-r", "/" },
+                { "counter", "/x", "add" },
+                { "counter", "/x", "mul", "2" },
+                { "counter", "/x", "add", "1.5" },
+            }
+            for _, args in ipairs(cases) do
+                local rc, out, err = run(args)
+                assert.are.equal(64, rc, table.concat(args, " ") .. ": " .. err)
+                assert.are.equal("", out)
+                assert.truthy(err:find("usage: zkcoord", 1, true), err)
+            end
+        end)
+
+        it("prints help for each verb on stdout and exits 0", function()
+            for _, verb in ipairs({ "lock", "elect", "locks", "get", "set", "create", "rm",
+                                    "ls", "stat", "tree", "watch", "counter" }) do
+                local rc, out = run({ verb, "--help" })
+                assert.are.equal(0, rc)
+                assert.truthy(out:find("usage: zkcoord " .. verb, 1, true), out)
+                local rc2, out2 = run({ "help", verb })
+                assert.are.equal(0, rc2)
+                assert.are.equal(out, out2)
+            end
+            local rc, out = run({ "--help" })
+            assert.are.equal(0, rc)
+            assert.truthy(out:find("counter PATH", 1, true))
+        end)
+    end)
+
+    describe("unreachable servers", function()
+        it("exit 69 within the connect timeout, and the command never runs", function()
+            local port = assert(proc.free_port())     -- nobody listens there
+            local marker = tmpfile("ran")
+            local t0 = proc.now()
+            local rc, _, err = run({ "--servers", "127.0.0.1:" .. port, "--connect-timeout", "1",
+                                     "lock", root .. "/l", "--", "touch", marker })
+            local took = proc.now() - t0
+            assert.are.equal(69, rc)
+            assert.truthy(err:find("cannot reach ZooKeeper", 1, true), err)
+            assert.is_nil(proc.read_file(marker))
+            assert.is_true(took < 5, "took " .. took)
+            -- ZKCOORD_SERVERS is used when --servers is not given
+            rc, _, err = run({ "--connect-timeout", "1", "get", "/" }, nil,
+                             { env = { ZKCOORD_SERVERS = "127.0.0.1:" .. port } })
+            assert.are.equal(69, rc)
+            assert.truthy(err:find("127.0.0.1:" .. port, 1, true), err)
+        end)
+    end)
+
+    describe("plain verbs", function()
+        it("create, get, set, ls, stat, tree, rm, with errors on stderr and status 1", function()
+            local p = root .. "/cfg"
+            local _
+            local rc, out, err = run({ "create", "-p", p .. "/db", "v1" })
+            assert.are.equal(0, rc, err)
+            assert.are.equal(p .. "/db\n", out)
+            rc, out = run({ "get", p .. "/db" })
+            assert.are.equal(0, rc)
+            assert.are.equal("v1\n", out)
+            assert.are.equal(0, (run({ "set", p .. "/db", "v2" })))
+            assert.are.equal("v2", (admin:get(p .. "/db")))
+
+            rc, out = run({ "create", "-s", p .. "/job-", "x" })
+            assert.are.equal(0, rc)
+            local jobname = out:match("^" .. p:gsub("%-", "%%-") .. "/(job%-%d+)\n$")
+            assert.truthy(jobname, out)
+
+            rc, out = run({ "ls", p })
+            assert.are.equal(0, rc)
+            assert.are.same({ "db", jobname }, lines(out))
+            rc, out = run({ "ls", "-l", p })
+            assert.are.equal(0, rc)
+            local l = lines(out)
+            assert.are.equal(2, #l)
+            assert.truthy(l[1]:match("^db\t2\t0\t%-\t%d%d%d%d%-%d%d%-%d%dT"), l[1])
+
+            rc, out = run({ "stat", p .. "/db" })
+            assert.are.equal(0, rc)
+            local st = assert(admin:exists(p .. "/db"))
+            assert.truthy(out:find("version\t1\n", 1, true), out)
+            assert.truthy(out:find(("czxid\t%.0f\n"):format(st.czxid), 1, true), out)
+            assert.truthy(out:find("ephemeral_owner\t-\n", 1, true), out)
+
+            rc, out = run({ "tree", p })
+            assert.are.equal(0, rc)
+            assert.are.same({ p, p .. "/db", p .. "/" .. jobname }, lines(out))
+
+            -- runtime failures: status 1, the ZooKeeper code on stderr, nothing on stdout
+            rc, out, err = run({ "get", p .. "/missing" })
+            assert.are.equal(1, rc)
+            assert.are.equal("", out)
+            assert.truthy(err:find("nonode (ZNONODE -101)", 1, true), err)
+            rc, _, err = run({ "create", p .. "/db" })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("nodeexists (ZNODEEXISTS -110)", 1, true), err)
+            rc, _, err = run({ "set", p .. "/missing", "x" })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("ZNONODE", 1, true), err)
+            rc, _, err = run({ "rm", p })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("notempty (ZNOTEMPTY -111)", 1, true), err)
+            for _, verb in ipairs({ "ls", "stat", "tree", "locks" }) do
+                rc, _, err = run({ verb, p .. "/missing" })
+                assert.are.equal(1, rc, verb)
+                assert.truthy(err:find("ZNONODE", 1, true), verb .. ": " .. err)
+            end
+
+            assert.are.equal(0, (run({ "rm", p .. "/db" })))
+            assert.is_false(admin:exists(p .. "/db"))
+            assert.are.equal(0, (run({ "rm", "-r", p })))
+            assert.is_false(admin:exists(p))
+            rc, _, err = run({ "rm", "-r", p })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("ZNONODE", 1, true), err)
+        end)
+
+        it("chroot and auth are global options", function()
+            assert(admin:create(root .. "/app"))
+            local rc, out, err = run({ "--chroot", root .. "/app", "create", "/x", "in" })
+            assert.are.equal(0, rc, err)
+            assert.are.equal("/x\n", out)
+            assert.are.equal("in", (admin:get(root .. "/app/x")))
+            -- a node readable only by user:secret
+            local c = zk.client { auth = { scheme = "digest", credentials = "user:secret" } }
+            assert(c:create(root .. "/secret", "s3", { acl = "creator_all" }))
+            c:close()
+            rc, out = run({ "--auth", "user:secret", "get", root .. "/secret" })
+            assert.are.equal(0, rc)
+            assert.are.equal("s3\n", out)
+            local _
+            rc, _, err = run({ "get", root .. "/secret" })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("noauth (ZNOAUTH -102)", 1, true), err)
+        end)
+
+        it("counter prints the value after get, add and set", function()
+            local p = root .. "/n"
+            local function counter(...)
+                local rc, out, err = run({ "counter", p, ... })
+                assert.are.equal(0, rc, err)
+                return out
+            end
+            assert.are.equal("0\n", counter())
+            assert.are.equal("5\n", counter("add", "5"))
+            assert.are.equal("3\n", counter("add", "-2"))
+            assert.are.equal("42\n", counter("set", "42"))
+            assert.are.equal("42", (admin:get(p)))
+            assert(admin:set(p, "not a number"))
+            local rc, _, err = run({ "counter", p, "add", "1" })
+            assert.are.equal(1, rc)
+            assert.truthy(err:find("invalid", 1, true), err)
+        end)
+
+        it("watch prints the value now and on every change until SIGTERM, then exits 0",
+           function()
+            local p = root .. "/w"
+            assert(admin:create(p, "v1"))
+            local h = start({ "watch", p })
+            local function out() return proc.read_file(h.out) or "" end
+            assert.truthy(zk.wait_until(function() return out() == "v1\n" end, 10), out())
+            assert(admin:set(p, "v2"))
+            assert.truthy(zk.wait_until(function() return out() == "v1\nv2\n" end, 10), out())
+            assert(admin:delete(p))
+            assert.truthy(zk.wait_until(function()
+                return (proc.read_file(h.err) or ""):find("does not exist", 1, true)
+            end, 10))
+            assert(admin:create(p, "v3"))
+            assert.truthy(zk.wait_until(function() return out() == "v1\nv2\nv3\n" end, 10),
+                          out())
+            assert(proc.kill(h.pid, "TERM"))
+            assert.are.equal(0, (h.wait(5)))
+
+            -- children
+            local h2 = start({ "watch", "--children", p })
+            local function out2() return proc.read_file(h2.out) or "" end
+            assert.truthy(zk.wait_until(function() return out2() == "\n" end, 10))
+            assert(admin:create(p .. "/a"))
+            assert.truthy(zk.wait_until(function() return out2() == "\na\n" end, 10), out2())
+            assert(admin:create(p .. "/b"))
+            assert.truthy(zk.wait_until(function() return out2() == "\na\na b\n" end, 10),
+                          out2())
+            assert(proc.kill(h2.pid, "INT"))
+            assert.are.equal(0, (h2.wait(5)))
+        end)
+    end)
+
+    describe("lock", function()
+        it("runs CMD with the token and node, and exits with CMD's status", function()
+            local p = root .. "/l"
+            local rc, out, err = run({ "lock", p, "--", "sh", "-c",
+                'echo "$ZKCOORD_FENCING_TOKEN $ZKCOORD_LOCK_NODE"; exit 3' })
+            assert.are.equal(3, rc, err)
+            local token, node = out:match("^(%d+) (%S+)\n$")
+            assert.truthy(token, out)
+            assert.truthy(node:match("^" .. p:gsub("%-", "%%-") .. "/_c_[%x%-]+%-lock%-%d+$"), node)
+            -- released: nothing left
+            assert.are.same({}, admin:children(p))
+            -- the token grows with every grant
+            local _, out2 = run({ "lock", p, "sh", "-c", 'echo "$ZKCOORD_FENCING_TOKEN"' })
+            assert.is_true(tonumber(out2) > tonumber(token))
+            -- a signal death is 128+N; a missing command 127
+            rc = run({ "lock", p, "--", "sh", "-c", "kill -KILL $$" })
+            assert.are.equal(137, rc)
+            rc, _, err = run({ "lock", p, "--", "/nonexistent/command" })
+            assert.are.equal(127, rc)
+            assert.truthy(err:find("/nonexistent/command", 1, true), err)
+            local notexec = tmpfile("notexec")
+            assert(proc.write_file(notexec, "data, not a program\n"))
+            rc, _, err = run({ "lock", p, "--", notexec })
+            assert.are.equal(126, rc)
+            assert.truthy(err:find("Permission denied", 1, true), err)
+            -- without "--" too
+            rc = run({ "lock", p, "sh", "-c", "exit 4" })
+            assert.are.equal(4, rc)
+            assert.are.same({}, admin:children(p))
+        end)
+
+        it("CMD inherits the descriptors zkcoord was given, none of its own", function()
+            -- zkcoord's own: the session's socket, the client's eventfd, the signalfd
+            local list = 'for f in /proc/$$/fd/*; do echo "${f##*/}"; done'
+            local rc, base = run({ "-c", list }, nil, { bin = "sh" })
+            assert.are.equal(0, rc)
+            local out, err
+            rc, out, err = run({ "lock", root .. "/fds", "--", "sh", "-c", list })
+            assert.are.equal(0, rc, err)
+            assert.truthy(base:find("^0\n1\n"), base)
+            assert.are.equal(base, out)
+        end)
+
+        it("excludes: runs of two processes never overlap, tokens grow", function()
+            local p = root .. "/mutex"
+            local log = tmpfile("mutex.log")
+            local body = ('echo "start $ZKCOORD_FENCING_TOKEN $(date +%%s.%%N)" >> %s; sleep 0.2; '
+                          .. 'echo "end $(date +%%s.%%N)" >> %s'):format(log, log)
+            local hs = {}
+            for i = 1, 3 do
+                hs[i] = start({ "lock", p, "--", "sh", "-c", body .. "; " .. body })
+            end
+            for i = 1, 3 do
+                assert.are.equal(0, (hs[i].wait(20)))
+            end
+            local l = lines(proc.read_file(log))
+            assert.are.equal(12, #l)
+            local last_end, last_token = 0, -1
+            for k = 1, #l, 2 do
+                local token, t0 = l[k]:match("^start (%d+) ([%d%.]+)$")
+                local t1 = l[k + 1]:match("^end ([%d%.]+)$")
+                assert.truthy(token and t1, "interleaved: " .. l[k] .. " / " .. l[k + 1])
+                t0, t1, token = tonumber(t0), tonumber(t1), tonumber(token)
+                assert.is_true(t0 >= last_end, "intervals overlap")
+                assert.is_true(t1 >= t0)
+                assert.is_true(token >= last_token, "token went down")
+                last_end, last_token = t1, token
+            end
+        end)
+
+        it("exits 75 when not acquired within --timeout, without running CMD or leaving a node",
+           function()
+            local p = root .. "/busy"
+            local holder = start({ "lock", "--data", "the-holder", p, "--", "sleep", "30" })
+            assert.truthy(wait_locks(p, 1))
+            local rows = locks(p)
+            assert.are.equal("holder", rows[1].state)
+            assert.are.equal("the-holder", rows[1].data)
+            local marker = tmpfile("ran")
+            local rc, _, err = run({ "lock", "--timeout", "0", p, "--", "touch", marker })
+            assert.are.equal(75, rc)
+            assert.truthy(err:find("not acquired", 1, true), err)
+            local t0 = proc.now()
+            rc = run({ "lock", "--timeout", "0.5", p, "--", "touch", marker })
+            local took = proc.now() - t0
+            assert.are.equal(75, rc)
+            assert.is_true(took >= 0.5 and took < 5, "took " .. took)
+            assert.is_nil(proc.read_file(marker))
+            assert.are.equal(1, #admin:children(p))
+            -- the shared side waits for the exclusive holder too
+            rc = run({ "lock", "--shared", "--timeout", "0", p, "--", "touch", marker })
+            assert.are.equal(75, rc)
+            assert(proc.kill(holder.pid, "TERM"))
+            assert.are.equal(143, (holder.wait(5)))
+        end)
+
+        it("--shared: readers hold together, a writer waits for them", function()
+            local p = root .. "/rw"
+            local r1 = start({ "lock", "--shared", p, "--", "sleep", "30" })
+            local r2 = start({ "lock", "--shared", p, "--", "sleep", "30" })
+            assert.truthy(wait_locks(p, 2))
+            local w = start({ "lock", p, "--", "true" })
+            assert.truthy(wait_locks(p, 3))
+            local rows = locks(p)
+            assert.are.same({ "holder", "holder", "waiter" },
+                            { rows[1].state, rows[2].state, rows[3].state })
+            assert.are.same({ "read", "read", "lock" },
+                            { rows[1].kind, rows[2].kind, rows[3].kind })
+            assert.is_true(w.running())
+            proc.kill(r1.pid, "TERM")
+            proc.kill(r2.pid, "TERM")
+            assert.are.equal(143, (r1.wait(5)))
+            assert.are.equal(143, (r2.wait(5)))
+            assert.are.equal(0, (w.wait(10)))
+        end)
+
+        it("honours the library's rwlock and lock holders on the same path", function()
+            local p = root .. "/lib"
+            local c = zk.client()
+            local wl = c:rwlock(p):write_lock()
+            assert(wl:acquire(5))
+            assert.are.equal(75, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            assert.are.equal(75, (run({ "lock", "--shared", "--timeout", "0", p, "--", "true" })))
+            wl:release()
+            local l = c:lock(p)
+            assert(l:acquire(5))
+            assert.are.equal(75, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            l:release()
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            c:close()
+        end)
+
+        it("SIGTERM to zkcoord goes to CMD; its status is ours; the lock goes at once", function()
+            local p = root .. "/sig"
+            local marker = tmpfile("term")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 7' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "TERM"))
+            local t0 = proc.now()
+            assert.are.equal(7, (h.wait(5)))
+            assert.are.equal("TERM\n", proc.read_file(marker))
+            -- released at once, not after a session timeout
+            local rc = run({ "lock", "--timeout", "0", p, "--", "true" })
+            assert.are.equal(0, rc)
+            assert.is_true(proc.now() - t0 < 8)      -- the session timeout is 10 s
+
+            -- no trap: CMD dies of the signal, 128+15
+            h = start({ "lock", p, "--", "sleep", "30" })
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "TERM"))
+            assert.are.equal(143, (h.wait(5)))
+            -- SIGHUP and SIGINT are passed on too
+            for _, sig in ipairs({ "HUP", "INT" }) do
+                h = start({ "lock", p, "--", "sh", "-c",
+                            "trap 'exit 9' " .. sig .. "; sleep 30 & wait" })
+                assert.truthy(wait_locks(p, 1))
+                assert(proc.kill(h.pid, sig))
+                assert.are.equal(9, (h.wait(5)), sig)
+            end
+            assert.are.same({}, admin:children(p))
+        end)
+
+        it("a signal while waiting for the lock ends the wait and leaves no node", function()
+            local p = root .. "/sigwait"
+            local holder = start({ "lock", p, "--", "sleep", "30" })
+            assert.truthy(wait_locks(p, 1))
+            local marker = tmpfile("ran")
+            local h = start({ "lock", p, "--", "touch", marker })
+            assert.truthy(wait_locks(p, 2))
+            assert(proc.kill(h.pid, "INT"))
+            assert.are.equal(130, (h.wait(5)))
+            assert.is_nil(proc.read_file(marker))
+            assert.are.equal(1, #admin:children(p))
+            proc.kill(holder.pid, "TERM")
+            assert.are.equal(143, (holder.wait(5)))
+        end)
+
+        it("exits 71 and SIGTERMs CMD when its lock node is deleted", function()
+            local p = root .. "/del"
+            local marker = tmpfile("term")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            assert(admin:delete(p .. "/" .. locks(p)[1].node))
+            local rc, _, err = h.wait(5)
+            assert.are.equal(71, rc)
+            assert.is_true(proc.now() - t0 < 5)
+            assert.are.equal("TERM\n", proc.read_file(marker))
+            assert.truthy(err:find("lost (deleted)", 1, true), err)
+        end)
+
+        it("SIGKILLs a CMD that ignores SIGTERM after --grace", function()
+            local p = root .. "/grace"
+            local h = start({ "lock", "--grace", "0.5", p, "--", "sh", "-c",
+                              "trap '' TERM; while :; do sleep 0.1; done" })
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            assert(admin:delete(p .. "/" .. locks(p)[1].node))
+            local rc, _, err = h.wait(5)
+            local took = proc.now() - t0
+            assert.are.equal(71, rc)
+            assert.is_true(took >= 0.5 and took < 5, "took " .. took)
+            assert.truthy(err:find("SIGKILL", 1, true), err)
+        end)
+
+        it("exits 71 when the session expires while CMD runs", function()
+            local p = root .. "/expire"
+            local marker = tmpfile("term")
+            local h = start({ "--session-timeout", "2", "lock", p, "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            -- frozen past its session timeout: the server expires the session
+            assert(proc.kill(h.pid, "STOP"))
+            assert.truthy(zk.wait_until(function() return #admin:children(p) == 0 end, 10))
+            assert(proc.kill(h.pid, "CONT"))
+            local rc, _, err = h.wait(10)
+            assert.are.equal(71, rc)
+            assert.are.equal("TERM\n", proc.read_file(marker))
+            -- the node went with the session: either is what happened
+            assert.truthy(err:find("lost (sessionexpired)", 1, true)
+                          or err:find("lost (deleted)", 1, true), err)
+        end)
+
+        it("exits 71 when cut off from every server for the session timeout", function()
+            local p = root .. "/cut"
+            local port = tonumber(zk.hosts():match(":(%d+)"))
+            local proxy = assert(tcpproxy.start("127.0.0.1", port))
+            local marker = tmpfile("term")
+            local h = start({ "--servers", proxy.hosts, "--session-timeout", "2", "lock", p,
+                              "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            proxy:blackhole()
+            local rc, _, err = h.wait(10)
+            local took = proc.now() - t0
+            proxy:stop()
+            assert.are.equal(71, rc)
+            -- not before the session could have expired, and soon after
+            assert.is_true(took >= 1.5 and took < 6, "took " .. took)
+            assert.are.equal("TERM\n", proc.read_file(marker))
+            assert.truthy(err:find("lost (", 1, true), err)
+        end)
+    end)
+
+    describe("elect", function()
+        it("runs CMD only on the leader, the next one when it ends", function()
+            local p = root .. "/e"
+            local log = tmpfile("elect.log")
+            local go = tmpfile("go")       -- a leader's command ends once this exists
+            local function cmd(id)
+                return { "elect", "--id", id, p, "--", "sh", "-c",
+                         ('echo "%s start $ZKCOORD_FENCING_TOKEN" >> %s; '
+                          .. 'while [ ! -e %s ]; do sleep 0.05; done; echo "%s end" >> %s')
+                             :format(id, log, go, id, log) }
+            end
+            local a = start(cmd("A"))
+            assert.truthy(wait_locks(p, 1))
+            local b = start(cmd("B"))
+            assert.truthy(wait_locks(p, 2))
+            local rows = locks(p)
+            assert.are.same({ "holder", "waiter" }, { rows[1].state, rows[2].state })
+            assert.are.same({ "A", "B" }, { rows[1].data, rows[2].data })
+            assert.are.same({ "leader", "leader" }, { rows[1].kind, rows[2].kind })
+            -- only the leader's command runs
+            assert.truthy(zk.wait_until(function()
+                return (proc.read_file(log) or ""):find("A start", 1, true)
+            end, 5))
+            assert.is_nil((proc.read_file(log) or ""):find("B start", 1, true))
+            local rc = run({ "elect", "--timeout", "0", p, "--", "true" })
+            assert.are.equal(75, rc)
+            assert.is_nil((proc.read_file(log) or ""):find("B start", 1, true))
+            assert(proc.write_file(go, ""))
+            assert.are.equal(0, (a.wait(10)))
+            assert.are.equal(0, (b.wait(10)))
+            local l = lines(proc.read_file(log))
+            assert.are.equal(4, #l)
+            local ta = tonumber(l[1]:match("^A start (%d+)$"))
+            assert.are.equal("A end", l[2])
+            local tb = tonumber(l[3]:match("^B start (%d+)$"))
+            assert.are.equal("B end", l[4])
+            assert.is_true(tb > ta)
+        end)
+
+        it("exits 71 and stops CMD when leadership is lost", function()
+            local p = root .. "/elost"
+            local marker = tmpfile("term")
+            local h = start({ "elect", p, "--", "sh", "-c",
+                              ("trap 'echo TERM > %s; exit 0' TERM; sleep 30 & wait"):format(marker) })
+            assert.truthy(wait_locks(p, 1))
+            assert(admin:delete(p .. "/" .. locks(p)[1].node))
+            assert.are.equal(71, (h.wait(5)))
+            assert.are.equal("TERM\n", proc.read_file(marker))
+        end)
+    end)
+
+    describe("locks", function()
+        it("knows zkcoord's, Curator's and kazoo's nodes, in sequence order", function()
+            local p = root .. "/mixed"
+            assert(admin:create(p))
+            local c = zk.client()
+            local made = {
+                { "abcdef0123456789abcdef0123456789__rlock__", "kazoo-reader", "read" },
+                { "_c_0f0e0d0c-0b0a-4908-8706-050403020100-__READ__", "curator-reader", "read" },
+                { "abcdef0123456789abcdef0123456789__lock__", "kazoo-writer", "lock" },
+                { "_c_0f0e0d0c-0b0a-4908-8706-050403020101-__WRIT__", "curator-writer", "write" },
+                { "not-a-lock-node", "ignored", nil },
+            }
+            local names = {}
+            for i, m in ipairs(made) do
+                local path = assert(c:create(p .. "/" .. m[1], m[2],
+                                             { ephemeral = true, sequential = m[3] ~= nil }))
+                names[i] = path:match("[^/]+$")
+            end
+            local rows = locks(p)
+            assert.are.equal(4, #rows)
+            for i = 1, 4 do
+                assert.are.equal(names[i], rows[i].node)
+                assert.are.equal(made[i][2], rows[i].data)
+                assert.are.equal(made[i][3], rows[i].kind)
+                assert.are.equal("0x" .. c:session_id(), rows[i].session)
+                assert.truthy(rows[i].age:match("^%d+%.%ds$"))
+            end
+            assert.are.same({ "holder", "holder", "waiter", "waiter" },
+                            { rows[1].state, rows[2].state, rows[3].state, rows[4].state })
+            -- a Curator mutex node, and a zkcoord lock waiting behind it
+            local p2 = root .. "/curator"
+            assert(c:create(p2 .. "/_c_0f0e0d0c-0b0a-4908-8706-050403020102-lock-", "curator",
+                            { ephemeral = true, sequential = true, parents = true }))
+            local h = start({ "lock", "--data", "cli", p2, "--", "true" })
+            assert.truthy(wait_locks(p2, 2))
+            rows = locks(p2)
+            assert.are.same({ "holder", "curator" }, { rows[1].state, rows[1].data })
+            assert.are.same({ "waiter", "cli" }, { rows[2].state, rows[2].data })
+            assert.is_true(h.running())
+            c:close()
+            assert.are.equal(0, (h.wait(10)))
+        end)
+    end)
+end)
