@@ -102,13 +102,7 @@ local function check_timeout(timeout, name)
 end
 
 
-local function left_of(deadline)
-    if not deadline then
-        return nil
-    end
-    local left = deadline - now()
-    return left > 0 and left or 0
-end
+local left_of = require("zkcoord.util").remaining
 
 
 -- Participant names (without "ready"), sorted.

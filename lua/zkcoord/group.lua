@@ -22,7 +22,7 @@ local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, i
 local find = string.find
 local argerror = client_mod.argerror
 
-local _M = {}
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 

@@ -23,7 +23,7 @@ local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, i
 local sort = table.sort
 local argerror = client_mod.argerror
 
-local _M = {}
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 

@@ -29,7 +29,7 @@ local setmetatable, getmetatable, next, pcall = setmetatable, getmetatable, next
 local sort = table.sort
 local argerror = client_mod.argerror
 
-local _M = {}
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { partitions = true, id = true, data = true }

@@ -29,7 +29,7 @@ local type, error, pairs, tostring, setmetatable, getmetatable = type, error, pa
 local match = string.match
 local argerror = client_mod.argerror
 
-local _M = {}
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { ephemeral = true, sequential = true }

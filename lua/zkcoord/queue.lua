@@ -479,13 +479,7 @@ function _M:_rewatch_when_connected(node)
 end
 
 
-local function remaining(deadline)
-    if not deadline then
-        return nil
-    end
-    local left = deadline - now()
-    return left > 0 and left or 0
-end
+local remaining = require("zkcoord.util").remaining
 
 
 -- How long to wait for one reply: what is left of the deadline, but a

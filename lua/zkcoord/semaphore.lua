@@ -71,14 +71,7 @@ local function reply_wait(deadline, try)
 end
 
 
--- What is left of the deadline (nil: none), as a timeout for enter().
-local function reply_left(deadline)
-    if not deadline then
-        return nil
-    end
-    local left = deadline - now()
-    return left > 0 and left or 0
-end
+local reply_left = require("zkcoord.util").remaining   -- as a timeout for enter()
 
 
 -- Waits until the client is connected (true), closed, or the deadline.

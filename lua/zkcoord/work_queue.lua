@@ -35,7 +35,7 @@ local setmetatable, getmetatable = setmetatable, getmetatable
 local match, format, sort = string.match, string.format, table.sort
 local argerror = client_mod.argerror
 
-local _M = {}
+local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 local Item = {}
 local item_mt = { __index = Item }
@@ -176,10 +176,7 @@ local function waker(ev)
 end
 
 
-local function remaining(deadline)
-    local left = deadline - now()
-    return left > 0 and left or 0
-end
+local remaining = require("zkcoord.util").remaining
 
 
 -- A claim whose create reply was lost, and which we could not look at in
@@ -369,6 +366,15 @@ local function claimed(self)
 end
 
 
+-- The claim is gone: forget it here and in the client's registry.
+local function let_go(self)
+    self.queue.client:_disown(self.claim)
+    self._held._node = nil
+    self.claim = nil
+    return true
+end
+
+
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
 ---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
@@ -388,10 +394,7 @@ function Item:ack()
     if not res then
         return nil, err
     end
-    client:_disown(self.claim)
-    self._held._node = nil
-    self.claim = nil
-    return true
+    return let_go(self)
 end
 
 
@@ -406,15 +409,11 @@ function Item:release()
         self.claim = nil
         return nil, "lost"
     end
-    local client = self.queue.client
-    local ok, err = client:delete(self.claim)
+    local ok, err = self.queue.client:delete(self.claim)
     if not ok and err ~= "nonode" then
         return nil, err
     end
-    client:_disown(self.claim)
-    self._held._node = nil
-    self.claim = nil
-    return true
+    return let_go(self)
 end
 
 

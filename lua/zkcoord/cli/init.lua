@@ -13,7 +13,7 @@ local core = require "zkcoord.core"
 local queue = require "zkcoord.queue"
 local sys = require "zkcoord.cli.sys"
 
-local _M = { _VERSION = "0.1.0" }
+local _M = { _VERSION = require("zkcoord.version") }
 
 local EX_OK, EX_FAIL, EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_OSERR, EX_TEMPFAIL =
     0, 1, 64, 69, 70, 71, 75
