@@ -116,12 +116,6 @@ static int core_random(lua_State *L)
     return 1;
 }
 
-static int core_zerror(lua_State *L)
-{
-    lua_pushstring(L, zerror((int)luaL_checkinteger(L, 1)));
-    return 1;
-}
-
 static void set_int(lua_State *L, const char *k, int v)
 {
     lua_pushinteger(L, v);
@@ -175,7 +169,7 @@ static void push_constants(lua_State *L)
     set_int(L, "SESSION", REC_SESSION);
 }
 
-/* Return codes by number, named as DESIGN.md's error strings. */
+/* Return codes by number, named as the client's error strings (errors.lua). */
 static void push_codes(lua_State *L)
 {
     static const struct { int rc; const char *name; } codes[] = {
@@ -238,7 +232,6 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
         {"open", session_open},
         {"now", core_now},
         {"set_log_level", core_set_log_level},
-        {"zerror", core_zerror},
         {"uuid", core_uuid},
         {"random", core_random},
         {NULL, NULL}

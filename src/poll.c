@@ -96,13 +96,6 @@ static int queue_close_doorbell_l(lua_State *L)
     return 0;
 }
 
-/* Id of the next request, for tests that check pipelining. */
-static int queue_next_id(lua_State *L)
-{
-    zk_pushid(L, queue_check(L, 1)->next_id);
-    return 1;
-}
-
 static int queue_gc(lua_State *L)
 {
     queue_box *b = luaL_checkudata(L, 1, QUEUE_MT);
@@ -137,8 +130,6 @@ void queue_register(lua_State *L)
         {"listen_unix", queue_listen_unix_l},
         {"accept_unix", queue_accept_unix_l},
         {"close_doorbell", queue_close_doorbell_l},
-        {"next_id", queue_next_id},
-        {"close", queue_gc},
         {NULL, NULL}
     };
     luaL_newmetatable(L, QUEUE_MT);

@@ -579,13 +579,6 @@ static int session_client_id(lua_State *L)
     return 2;
 }
 
-static int session_state(lua_State *L)
-{
-    session *s = check_session(L);
-    lua_pushinteger(L, s->zh ? zoo_state(s->zh) : ZOO_EXPIRED_SESSION_STATE);
-    return 1;
-}
-
 /* Negotiated session timeout in seconds (0 before the first connect). */
 static int session_timeout(lua_State *L)
 {
@@ -697,7 +690,6 @@ void session_register(lua_State *L)
         {"remove_watch", session_remove_watch},
         {"multi", session_multi},
         {"client_id", session_client_id},
-        {"state", session_state},
         {"timeout", session_timeout},
         {"close", session_close},
         {NULL, NULL}

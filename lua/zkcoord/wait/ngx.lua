@@ -6,7 +6,7 @@
 -- to non-empty. The pump drains the queue, which posts the semaphores of
 -- the requests whose replies arrived. No polling: an idle worker uses no CPU.
 --
--- What anchors/OPENRESTY.md measured, kept here:
+-- What a measured prototype showed, kept here:
 --  * a far-future sentinel timer: on reload/quit nginx fires pending timers
 --    early ("premature"), and the sentinel then kicks the doorbell, so a pump
 --    blocked in a read wakes at once instead of holding the worker;
