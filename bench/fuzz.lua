@@ -178,13 +178,14 @@ local CLEAR_PATTERNS = {
     "bad rule verdict in 'enter'",
 }
 
--- Bugs this fuzzer found that are not fixed yet: they live in files others
--- are changing (client.lua, queue.lua, lock.lua, src/) and are reported to
--- them. A raise, a code or a read-back that matches one counts as
--- `known_bug`, not as a new bug; a hang or a crash cannot be matched after
--- the fact, so its inputs are left out unless --known-bugs (`avoided`).
+-- Bugs this fuzzer found, kept so a regression is recognised: every one is
+-- fixed (docs/RELIABILITY.md), and each `avoided` one is probed at start
+-- (PROBES), its inputs included once the probe shows the fix. A raise, a
+-- code or a read-back that matches one counts as `known_bug`, not as a new
+-- bug; a hang or a crash cannot be matched after the fact, so its inputs
+-- are left out while its probe fails, unless --known-bugs.
 -- match(class, key, msg): class is the outcome class it would have had.
--- (K2-K6 and K14 are fixed: spec/arguments_spec.lua shows each fix.)
+-- (K2-K6 and K14 have no entry: spec/arguments_spec.lua shows each fix.)
 local KNOWN = {
     {
         id = "K15", where = "lua/zkcoord/client.lua delete_guaranteed (with K9)", avoided = true,
