@@ -73,8 +73,8 @@ local r = slots.analyze(logs, opts.n)
 print(("kind %s, %d slots, %d workers (one holds %.1f s): %d grants in %.1f s, "
        .. "at most %d holders, %d errors"):format(opts.kind, opts.n, opts.workers, opts.long,
                                                  r.grants, r.span, r.max_holders, r.errors))
-print(("longest free-while-waiting %.3f s; free while someone waited %.1f %% of the run")
-      :format(r.max_idle, 100 * r.idle_share))
+print(("longest free-while-waiting %.3f s (%d over 0.5 s); free while someone waited %.1f %% "
+       .. "of the run"):format(r.max_idle, r.long_idles, 100 * r.idle_share))
 proc.rm_rf(dir)
 if server then
     server:stop()

@@ -215,6 +215,7 @@ describe("test helpers #zk", function()
 
         it("pauses and resumes", function()
             assert.truthy(zk:pause())
+            finally(function() zk:resume() end)   -- the server is shared: never left stopped
             local r, err = proc.tcp_probe("127.0.0.1", zk.port, "ruok", 0.5)
             assert.is_nil(r)
             assert.equal("timeout", err)

@@ -310,10 +310,17 @@ describe("semaphore #zk", function()
             assert.equal(3 + 12 * (case.workers - 1), r.grants)
             assert.is_true(r.max_holders <= case.n)
             assert.equal(case.n, r.max_holders)
-            print(("\n%d of %d leases: longest free-while-waiting %.3f s, %.1f %% of %.1f s")
-                  :format(case.n, case.workers, r.max_idle, 100 * r.idle_share, r.span))
-            assert.is_true(r.max_idle < 0.5, ("a slot stayed free %.3f s while one waited")
-                                               :format(r.max_idle))
+            print(("\n%d of %d leases: longest free-while-waiting %.3f s (%d over 0.5 s), "
+                   .. "%.1f %% of %.1f s"):format(case.n, case.workers, r.max_idle, r.long_idles,
+                                                100 * r.idle_share, r.span))
+            -- The old code: 3 idle times over 0.5 s and 68-77 % of the run
+            -- idle (docs/RELIABILITY.md); one stall of a loaded machine
+            -- (a sanitizer run) may make one long idle time, not three.
+            assert.is_true(r.long_idles <= 1, ("%d times a slot stayed free over 0.5 s while "
+                                               .. "one waited (longest %.3f s)")
+                                              :format(r.long_idles, r.max_idle))
+            assert.is_true(r.idle_share < 0.35, ("a slot was free while one waited %.1f %% of "
+                                                 .. "the run"):format(100 * r.idle_share))
         end)
     end
 end)

@@ -74,8 +74,11 @@ end
 
 
 --- Replays the logs of one run of n slots. Returns { max_idle =,
---- idle_share =, max_holders =, grants =, errors =, span = } (seconds).
-function _M.analyze(logs, n)
+--- idle_share =, long_idles =, max_holders =, grants =, errors =, span = }
+--- (seconds; long_idles: how many idle times lasted over `long`, default
+--- 0.5 s).
+function _M.analyze(logs, n, long)
+    long = long or 0.5
     local all = {}
     local errors = 0
     for _, file in ipairs(logs) do
@@ -89,7 +92,7 @@ function _M.analyze(logs, n)
     end
     table.sort(all, function(a, b) return a.t < b.t end)
     local holders, waiters, max_holders, grants = 0, 0, 0, 0
-    local idle_since, max_idle, idle_total = nil, 0, 0
+    local idle_since, max_idle, idle_total, long_idles = nil, 0, 0, 0
     for _, e in ipairs(all) do
         if e.what == "want" then
             waiters = waiters + 1
@@ -108,11 +111,13 @@ function _M.analyze(logs, n)
             local d = e.t - idle_since
             idle_total = idle_total + d
             if d > max_idle then max_idle = d end
+            if d > long then long_idles = long_idles + 1 end
             idle_since = nil
         end
     end
     local span = #all > 1 and all[#all].t - all[1].t or 0
     return { max_idle = max_idle, idle_share = span > 0 and idle_total / span or 0,
+             long_idles = long_idles,
              max_holders = max_holders, grants = grants, errors = errors, span = span }
 end
 
