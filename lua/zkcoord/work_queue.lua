@@ -211,6 +211,17 @@ function _M:_claim(e, deadline)
     local fc = client:send("create", claim, self.id, { ephemeral = true })
     local fg = client:send("get", path)
     local created, cerr = fc:wait(remaining(deadline))
+    if not created and cerr == "timeout" then
+        -- We stop waiting; a claim its late reply made is not wanted.
+        fc:on_done(function(made, err)
+            if made then
+                client:delete_guaranteed(claim)
+            elseif UNKNOWN[err] then
+                drop_if_ours(client, claim, sid)
+            end
+        end)
+        return nil, "timeout"
+    end
     local data, stat = fg:wait(remaining(deadline))
     if not created and UNKNOWN[cerr] then
         -- Did our create happen? Only our own session's claim is ours.
@@ -237,8 +248,13 @@ function _M:_claim(e, deadline)
         return nil, cerr
     end
     if data == nil then
-        client:delete(claim)    -- acked by someone else meanwhile
-        return false
+        -- Acked by someone else meanwhile (nonode), or not read: give the
+        -- claim back either way (not waited for; retried until done).
+        client:delete_guaranteed(claim)
+        if stat == "nonode" then
+            return false
+        end
+        return nil, stat
     end
     -- Registered like a queue position: in nginx a request that ends
     -- holding the item gives it back, and a new session deletes a lost
