@@ -86,6 +86,9 @@ function _M.new(client, path, opts)
     self._listener = client:on_state(function(state)
         if state == "lost" or state == "closed" then
             self:_drop_all()
+        elseif state == "connected" and self._members then
+            -- takes that failed on a connection loss are tried again
+            self:_rebalance(self._members)
         end
     end)
     local w, werr = self.group:on_change(function(members)
@@ -209,6 +212,7 @@ function _M:_rebalance(members)
     self._busy = true
     while members do
         self._again = nil
+        self._members = members
         local want = self:_wanted(members)
         self._want = want
         local sid = self.client:session_id()
