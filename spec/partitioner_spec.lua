@@ -156,6 +156,101 @@ describe("partitioner #zk", function()
         assert.same({}, clients[1]:children("/p/owners"))
     end)
 
+    -- Separate processes; one joins late, one is SIGKILLed. From their logs
+    -- (monotonic clock, shared by the processes): no partition is owned by
+    -- two members at any moment, and once stable every one has one owner.
+    it("across processes, with one SIGKILLed: never two owners, then full coverage", function()
+        local N, path = 8, root .. "/procs"
+        local MEMBER = [[
+local zkcoord = require "zkcoord"
+local core = require "zkcoord.core"
+local path, name, n, seconds = ...
+io.stdout:setvbuf("line")
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 2 })
+local p = assert(c:partitioner(path, { partitions = tonumber(n), id = name }))
+p:on_change(function(owned)
+    io.stdout:write(("owned %.6f %s\n"):format(core.now(), table.concat(owned, ",")))
+end)
+local stop = core.now() + tonumber(seconds)
+while core.now() < stop do c:dispatch(0.05) end
+p:close()
+io.stdout:write(("closed %.6f\n"):format(core.now()))
+c:close()
+]]
+        local logs, mpids = {}, {}
+        local function start(i, seconds)
+            logs[i] = ("%s/part-%d-%d.log"):format(zk.tmpdir(), proc.getpid(), i)
+            os.remove(logs[i])
+            mpids[i] = assert(zk.spawn_lua(MEMBER, { path, "m" .. i, N, seconds }, logs[i]))
+        end
+        for i = 1, 3 do start(i, 9) end
+        proc.sleep(1.5)
+        start(4, 7.5)
+        proc.sleep(1.5)
+        local killed_at = proc.now()
+        proc.kill(mpids[2], "KILL")
+        local stable_at = killed_at + 4.5          -- the 2 s session expired, shares moved
+        for i, pid in ipairs(mpids) do
+            if i ~= 2 then assert.truthy(proc.wait_exit(pid, 20), "member " .. i) end
+        end
+        -- Ownership intervals per partition: [from, to) per member.
+        local intervals = {}
+        for q = 0, N - 1 do intervals[q] = {} end
+        local at_stable = {}
+        for i = 1, 4 do
+            local held, since = {}, {}
+            local last_t
+            local function drop(q, t)
+                intervals[q][#intervals[q] + 1] = { i, since[q], t }
+                held[q] = nil
+            end
+            for line in (proc.read_file(logs[i]) or ""):gmatch("[^\n]+") do
+                local what, t, list = line:match("^(%S+) (%S+) ?(.*)$")
+                t = tonumber(t)
+                if what == "owned" then
+                    local now_set = {}
+                    for q in list:gmatch("%d+") do now_set[tonumber(q)] = true end
+                    for q in pairs(held) do
+                        if not now_set[q] then drop(q, t) end
+                    end
+                    for q in pairs(now_set) do
+                        if not held[q] then held[q], since[q] = true, t end
+                    end
+                    if t <= stable_at then
+                        at_stable[i] = now_set
+                    end
+                    last_t = t
+                elseif what == "closed" then
+                    for q in pairs(held) do drop(q, t) end
+                    last_t = t
+                end
+            end
+            -- the killed member acts no more: its view ends with it
+            for q in pairs(held) do drop(q, i == 2 and killed_at or last_t) end
+        end
+        for q = 0, N - 1 do
+            local iv = intervals[q]
+            for a = 1, #iv do
+                for b = a + 1, #iv do
+                    local x, y = iv[a], iv[b]
+                    if x[1] ~= y[1] then
+                        assert.is_false(x[2] < y[3] and y[2] < x[3],
+                            ("partition %d: member %d [%.3f, %.3f) and member %d [%.3f, %.3f)")
+                                :format(q, x[1], x[2], x[3], y[1], y[2], y[3]))
+                    end
+                end
+            end
+        end
+        -- Stable after the kill: members 1, 3 and 4 own every partition once.
+        local count = {}
+        for _, i in ipairs { 1, 3, 4 } do
+            for q in pairs(at_stable[i] or {}) do count[q] = (count[q] or 0) + 1 end
+        end
+        for q = 0, N - 1 do
+            assert.equal(1, count[q], "partition " .. q .. " after the kill")
+        end
+    end)
+
     it("raises on bad arguments", function()
         local c = clients[1]
         assert.has_error(function() c:partitioner("/p") end)
