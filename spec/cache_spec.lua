@@ -1,0 +1,448 @@
+-- The tree cache against a real server: the initial load with data and
+-- depth limits; added/updated/removed in order; exact equality with the
+-- server after 500 random changes by another client, and again after a
+-- session expiry during which the tree changed (only the real differences
+-- reported); events that never go back for a path; close(); callbacks that
+-- throw; failures and bad arguments.
+local zk = require "helpers.zk"
+local zkcoord = require "zkcoord"
+
+local function join(base, name)
+    return (base == "/" and "" or base) .. "/" .. name
+end
+
+-- path -> { data =, children = "a,b" } for the subtree at `path`, `depth`
+-- levels deep, read from the server.
+local function server_tree(client, path, depth, out, level)
+    out, level = out or {}, level or 0
+    local data, err = client:get(path)
+    if not data then
+        assert(err == "nonode", err)
+        return out
+    end
+    local names = {}
+    if level < depth then
+        names = assert(client:children(path))
+        table.sort(names)
+    end
+    out[path] = { data = data, children = table.concat(names, ",") }
+    for _, n in ipairs(names) do
+        server_tree(client, join(path, n), depth, out, level + 1)
+    end
+    return out
+end
+
+-- The same, from the cache's memory.
+local function cache_tree(cache, path, out)
+    out = out or {}
+    local data = cache:get(path)
+    if not data then
+        return out
+    end
+    local names = assert(cache:children(path))
+    out[path] = { data = data, children = table.concat(names, ",") }
+    for _, n in ipairs(names) do
+        cache_tree(cache, join(path, n), out)
+    end
+    return out
+end
+
+local function same_tree(a, b)
+    for p, v in pairs(a) do
+        local w = b[p]
+        if not w or w.data ~= v.data or w.children ~= v.children then
+            return false, p
+        end
+    end
+    for p in pairs(b) do
+        if not a[p] then
+            return false, p
+        end
+    end
+    return true
+end
+
+local function count(t)
+    local n = 0
+    for _ in pairs(t) do n = n + 1 end
+    return n
+end
+
+-- An on_change recorder: every event, and a per-path check that versions
+-- never go back (a "removed" ends an incarnation; the next "added" must be
+-- a newer one).
+local function recorder()
+    local r = { events = {}, errors = {}, last = {} }
+    r.fn = function(ev)
+        r.events[#r.events + 1] = ev
+        local p = ev.path
+        if not p then return end
+        local last = r.last[p]
+        if ev.type == "added" then
+            if last and not last.removed then
+                r.errors[#r.errors + 1] = "added twice: " .. p
+            elseif last and ev.stat.czxid <= last.czxid then
+                r.errors[#r.errors + 1] = "re-added an older node: " .. p
+            end
+            r.last[p] = { czxid = ev.stat.czxid, mzxid = ev.stat.mzxid, version = ev.stat.version }
+        elseif ev.type == "updated" then
+            if not last or last.removed then
+                r.errors[#r.errors + 1] = "updated before added: " .. p
+            elseif ev.stat.czxid ~= last.czxid or ev.stat.mzxid <= last.mzxid
+                    or ev.stat.version <= last.version then
+                r.errors[#r.errors + 1] = ("went back at %s: version %d after %d")
+                                          :format(p, ev.stat.version, last.version)
+            end
+            r.last[p] = { czxid = ev.stat.czxid, mzxid = ev.stat.mzxid, version = ev.stat.version }
+        elseif ev.type == "removed" then
+            if not last or last.removed then
+                r.errors[#r.errors + 1] = "removed while absent: " .. p
+            else
+                last.removed = true
+            end
+        end
+    end
+    function r.types(from)
+        local out = {}
+        for i = from or 1, #r.events do
+            local ev = r.events[i]
+            out[#out + 1] = ev.type .. (ev.path and " " .. ev.path or "")
+        end
+        return out
+    end
+    return r
+end
+
+
+describe("cache #zk", function()
+    local root, c, other
+
+    before_each(function()
+        root = zk.new_root("cache")
+        c = zk.client { chroot = root }
+        other = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    local function make(tree)
+        for _, item in ipairs(tree) do
+            assert(other:create(item[1], item[2]))
+        end
+    end
+
+    local TREE = {
+        { "/t", "top" }, { "/t/a", "A" }, { "/t/b", "" }, { "/t/a/x", "AX\0bin" },
+        { "/t/a/y", "AY" }, { "/t/a/x/deep", "D" },
+    }
+
+    it("loads a tree with its data before returning, and honours depth", function()
+        make(TREE)
+        local cache = assert(c:cache("/t"))
+        local data, stat = cache:get("/t/a/x")
+        assert.equal("AX\0bin", data)
+        assert.equal(0, stat.version)
+        assert.equal("D", (cache:get("/t/a/x/deep")))
+        assert.equal("", (cache:get("/t/b")))
+        assert.same({ "a", "b" }, cache:children("/t"))
+        assert.same({ "x", "y" }, cache:children("/t/a"))
+        assert.same({}, cache:children("/t/a/x/deep"))
+        assert.same({ nil, "nonode" }, { cache:get("/t/zz") })
+        assert.same({ nil, "nonode" }, { cache:children("/t/zz") })
+        assert.is_true(same_tree(server_tree(other, "/t", math.huge), cache_tree(cache, "/t")))
+        cache:close()
+
+        local d1 = assert(c:cache("/t", { depth = 1 }))
+        assert.equal("A", (d1:get("/t/a")))
+        assert.same({}, d1:children("/t/a"))         -- at the limit: not mirrored
+        assert.has_error(function() d1:get("/t/a/x") end)
+        assert.has_error(function() d1:children("/t/a/x") end)
+        assert.equal(3, count(cache_tree(d1, "/t")))
+        d1:close()
+
+        local d0 = assert(c:cache("/t", { depth = 0 }))
+        assert.equal("top", (d0:get("/t")))
+        assert.same({}, d0:children("/t"))
+        assert.has_error(function() d0:get("/t/a") end)
+        d0:close()
+
+        -- a missing root: empty, then filled when it appears
+        local m = assert(c:cache("/later"))
+        assert.same({ nil, "nonode" }, { m:get("/later") })
+        local r = recorder()
+        m:on_change(r.fn)
+        assert.same({ "initialized" }, r.types())
+        assert(other:create("/later", "here"))
+        assert(other:create("/later/kid", "k"))
+        assert.truthy(zk.wait_until(function() return m:get("/later/kid") == "k" end, 5, c))
+        assert.same({ "initialized", "added /later", "added /later/kid" }, r.types())
+        assert.same({ "kid" }, m:children("/later"))
+        m:close()
+    end)
+
+    it("the whole tree from '/' under a chroot, and a cache of one leaf", function()
+        make(TREE)
+        local whole = assert(c:cache("/"))
+        assert.equal("top", (whole:get("/t")))
+        assert.equal("D", (whole:get("/t/a/x/deep")))
+        assert.is_true(same_tree(server_tree(other, "/", math.huge), cache_tree(whole, "/")))
+        whole:close()
+        local leaf = assert(c:cache("/t/a/x/deep"))
+        assert.same({}, leaf:children("/t/a/x/deep"))
+        assert.has_error(function() leaf:get("/t/a/x") end)   -- outside
+        leaf:close()
+    end)
+
+    it("reports added, updated and removed in order, children before parents", function()
+        make(TREE)
+        local cache = assert(c:cache("/t"))
+        local r = recorder()
+        assert.equal(r.fn, cache:on_change(r.fn))
+        -- the mirror first, parents first, then "initialized"
+        assert.same({ "added /t", "added /t/a", "added /t/a/x", "added /t/a/x/deep",
+                      "added /t/a/y", "added /t/b", "initialized" }, r.types())
+        local n = #r.events
+        assert(other:create("/t/c", "c1"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t/c") == "c1" end, 5, c))
+        assert(other:set("/t/c", "c2"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t/c") == "c2" end, 5, c))
+        assert(other:set("/t/c", "c3"))
+        assert(other:delete("/t/c"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t/c") == nil end, 5, c))
+        local t = r.types(n + 1)
+        -- the last set and the delete may fold into one read: no "updated" c3 then
+        assert.same({ "added /t/c", "updated /t/c" }, { t[1], t[2] })
+        assert.equal("removed /t/c", t[#t])
+        assert.equal("c1", r.events[n + 1].data)
+        assert.equal("c2", r.events[n + 2].data)
+        assert.equal(1, r.events[n + 2].stat.version)
+        -- a subtree deleted leaf first: removed in that order
+        n = #r.events
+        assert(other:delete("/t/a/x/deep"))
+        assert(other:delete("/t/a/x"))
+        assert(other:delete("/t/a/y"))
+        assert(other:delete("/t/a"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t/a") == nil end, 5, c))
+        assert.same({ "removed /t/a/x/deep", "removed /t/a/x", "removed /t/a/y", "removed /t/a" },
+                    r.types(n + 1))
+        -- the root deleted and created again
+        n = #r.events
+        assert(other:delete("/t/b"))
+        assert(other:delete("/t"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t") == nil end, 5, c))
+        assert(other:create("/t", "again"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t") == "again" end, 5, c))
+        assert.same({ "removed /t/b", "removed /t", "added /t" }, r.types(n + 1))
+        assert.same({}, r.errors)
+        cache:close()
+    end)
+
+    it("equals the server exactly after 500 random changes at several levels", function()
+        make({ { "/r", "root" } })
+        local cache = assert(c:cache("/r"))
+        local r = recorder()
+        cache:on_change(r.fn)
+        math.randomseed(12)
+        local paths = { "/r" }           -- what exists, by our own writes
+        local function pick_parent()
+            -- depth 0..3 below /r
+            for _ = 1, 10 do
+                local p = paths[math.random(#paths)]
+                local _, levels = p:gsub("/", "")
+                if levels <= 3 then return p end
+            end
+            return "/r"
+        end
+        local ops = { create = 0, set = 0, delete = 0 }
+        for i = 1, 500 do
+            local roll = math.random()
+            if roll < 0.45 or #paths < 5 then
+                local p = join(pick_parent(), "n" .. i)
+                if other:create(p, "v" .. i) then
+                    paths[#paths + 1] = p
+                    ops.create = ops.create + 1
+                end
+            elseif roll < 0.8 then
+                local p = paths[math.random(#paths)]
+                assert(other:set(p, "s" .. i))
+                ops.set = ops.set + 1
+            else
+                -- delete a leaf (now and then a whole subtree, leaves first)
+                local p
+                for _ = 1, 10 do
+                    p = paths[math.random(2, #paths)]
+                    local leaf = true
+                    for _, q in ipairs(paths) do
+                        if q:sub(1, #p + 1) == p .. "/" then leaf = false break end
+                    end
+                    if leaf or math.random() < 0.1 then break end
+                end
+                zk.delete_tree(other, p)
+                local keep = {}
+                for _, q in ipairs(paths) do
+                    if q ~= p and q:sub(1, #p + 1) ~= p .. "/" then keep[#keep + 1] = q end
+                end
+                paths = keep
+                ops.delete = ops.delete + 1
+            end
+            if i % 50 == 0 then
+                c:dispatch(0)               -- let the cache work while we write
+            end
+        end
+        assert.is_true(ops.create > 100 and ops.set > 100 and ops.delete > 30,
+                       ("creates %d, sets %d, deletes %d"):format(ops.create, ops.set, ops.delete))
+        local want = server_tree(other, "/r", math.huge)
+        local ok, where = zk.wait_until(function()
+            return same_tree(want, cache_tree(cache, "/r"))
+        end, 10, c)
+        if not ok then
+            ok, where = same_tree(want, cache_tree(cache, "/r"))
+        end
+        assert.is_true(ok, "first difference at " .. tostring(where))
+        assert.is_true(count(want) > 50, count(want) .. " nodes")
+        assert.same({}, r.errors)
+        -- every event's path is inside, the last event of each live path
+        -- shows the server's data
+        for p, v in pairs(want) do
+            assert.equal(v.data, (cache:get(p)))
+        end
+        cache:close()
+    end)
+
+    it("equals the server again after a session expiry during which the tree changed", function()
+        make({ { "/e", "" }, { "/e/a", "a0" }, { "/e/b", "b0" }, { "/e/b/x", "x0" },
+               { "/e/b/y", "y0" }, { "/e/c", "c0" }, { "/e/c/k", "k0" }, { "/e/d", "d0" } })
+        local cache = assert(c:cache("/e"))
+        local r = recorder()
+        cache:on_change(r.fn)
+        local n = #r.events
+        local sid = c:session_id()
+        local changed = false
+        -- The old session is gone when "lost" runs, the new one not yet
+        -- connected: change the tree then (no watch of ours sees it).
+        c:on_state(function(new)
+            if new == "lost" and not changed then
+                changed = true
+                assert(other:set("/e/a", "a1"))
+                assert(other:delete("/e/b/x"))
+                assert(other:create("/e/c/new", "n1"))
+                assert(other:set("/e/c/k", "k0"))     -- same data, new version
+                zk.delete_tree(other, "/e/d")
+            end
+        end)
+        assert.is_true(zk.expire_session(c))
+        assert.is_true(changed)
+        assert.is_truthy(zk.wait_until(function()
+            return c:state() == "connected" and cache:get("/e/c/new") == "n1"
+                and cache:get("/e/d") == nil and cache:get("/e/b/x") == nil
+                and cache:get("/e/a") == "a1"
+        end, 10, c))
+        c:dispatch(0.3)                           -- nothing else may come
+        assert.not_equal(sid, c:session_id())
+        assert.is_true(same_tree(server_tree(other, "/e", math.huge), cache_tree(cache, "/e")))
+        local t = r.types(n + 1)
+        table.sort(t)
+        assert.same({ "added /e/c/new", "removed /e/b/x", "removed /e/d",
+                      "updated /e/a", "updated /e/c/k" }, t)
+        assert.same({}, r.errors)
+        -- the new session's watches work
+        assert(other:set("/e/b/y", "y1"))
+        assert.truthy(zk.wait_until(function() return cache:get("/e/b/y") == "y1" end, 5, c))
+        cache:close()
+    end)
+
+    it("close() stops events and leaves no watch registered", function()
+        make(TREE)
+        local w0 = c:stats().watches
+        local l0 = c:stats().listeners
+        local cache = assert(c:cache("/t"))
+        assert.equal(w0 + 6 + 6, c:stats().watches)     -- a data and a child watch per node
+        local r = recorder()
+        cache:on_change(r.fn)
+        local n = #r.events
+        assert.is_true(cache:close())
+        assert.is_true(cache:close())                     -- idempotent
+        assert.equal(w0, c:stats().watches)
+        assert.equal(l0, c:stats().listeners)
+        assert(other:set("/t/a", "after"))
+        assert(other:create("/t/new"))
+        c:dispatch(0.3)
+        assert.equal(n, #r.events)
+        assert.same({ nil, "closed" }, { cache:get("/t/a") })
+        assert.same({ nil, "closed" }, { cache:children("/t") })
+        assert.same({ nil, "closed" }, { cache:on_change(r.fn) })
+        -- and a cache whose reads are still in flight
+        local q = assert(c:cache("/t"))
+        assert(other:create("/t/more"))
+        q:close()
+        c:dispatch(0.2)
+        assert.equal(w0, c:stats().watches)
+    end)
+
+    it("logs an on_change callback that throws and goes on", function()
+        local logged = {}
+        local lc = zk.client { chroot = root, logger = function(level, msg)
+            if level == "error" then logged[#logged + 1] = msg end
+        end }
+        make({ { "/f", "" } })
+        local cache = assert(lc:cache("/f"))
+        local good = recorder()
+        cache:on_change(function() error("boom") end)
+        cache:on_change(good.fn)
+        assert(other:create("/f/x", "1"))
+        assert.truthy(zk.wait_until(function() return cache:get("/f/x") == "1" end, 5, lc))
+        assert(other:set("/f/x", "2"))
+        assert.truthy(zk.wait_until(function() return cache:get("/f/x") == "2" end, 5, lc))
+        assert.same({ "added /f", "initialized", "added /f/x", "updated /f/x" }, good.types())
+        assert.is_true(#logged >= 4)
+        assert.truthy(logged[1]:find("boom", 1, true))
+        assert.truthy(logged[1]:find("on_change", 1, true))
+        cache:close()
+    end)
+
+    it("returns nil, err when the load fails or takes too long, leaving nothing behind", function()
+        make(TREE)
+        local w0, l0 = c:stats().watches, c:stats().listeners
+        assert.same({ nil, "timeout" }, { c:cache("/t", { timeout = 0 }) })
+        c:dispatch(0.2)
+        assert.equal(w0, c:stats().watches)
+        assert.equal(l0, c:stats().listeners)
+        -- a root we may not read
+        assert(other:create("/secret", "s", { acl = { { perms = "w", scheme = "world", id = "anyone" } } }))
+        assert.same({ nil, "noauth" }, { c:cache("/secret") })
+        local closed = zk.client { chroot = root }
+        closed:close()
+        assert.same({ nil, "closed" }, { closed:cache("/t") })
+    end)
+
+    it("raises on bad arguments", function()
+        make({ { "/b", "" }, { "/b/k", "" } })
+        assert.has_error(function() c:cache() end)
+        assert.has_error(function() c:cache("relative") end)
+        assert.has_error(function() c:cache("/b/") end)
+        assert.has_error(function() c:cache("/b", "opts") end)
+        assert.has_error(function() c:cache("/b", { deep = 1 }) end)
+        assert.has_error(function() c:cache("/b", { depth = -1 }) end)
+        assert.has_error(function() c:cache("/b", { depth = 1.5 }) end)
+        assert.has_error(function() c:cache("/b", { depth = "2" }) end)
+        assert.has_error(function() c:cache("/b", { timeout = -1 }) end)
+        assert.has_error(function() c:cache("/b", { timeout = "1" }) end)
+        assert.has_error(function() c.cache({}, "/b") end)
+        local cache = assert(c:cache("/b"))
+        assert.has_error(function() cache:get() end)
+        assert.has_error(function() cache:get("b/k") end)
+        assert.has_error(function() cache:get("/bb") end)          -- beside, not inside
+        assert.has_error(function() cache:get("/") end)
+        assert.has_error(function() cache:children(42) end)
+        assert.has_error(function() cache:on_change("fn") end)
+        assert.has_error(function() cache.get({}, "/b") end)
+        assert.has_error(function() cache.close(nil) end)
+        assert.equal("", (cache:get("/b/k")))                       -- still fine
+        cache:close()
+        assert.has_error(function() cache:get("/elsewhere") end)   -- raises after close too
+        assert.is_function(zkcoord.recipes and c.cache)
+    end)
+end)
