@@ -92,18 +92,16 @@ end
 
 
 -- A node of the mirror. `stat` is nil while it is pending (listed by its
--- parent, data not read yet): pending nodes are not shown.
+-- parent, data not read yet): pending nodes are not shown. Only the fields
+-- every node has are made here; the others (data, stat, dsid and csid: the
+-- session in which our data / child watch is set; the flags dbusy, ddirty,
+-- cbusy, cdirty, dowed, cowed, dead; the counts retries, stale) are set
+-- when needed and cleared to nil, so a node stays small.
 local function new_node(self, path, depth, parent, name)
     local node = {
         path = path, name = name, depth = depth, parent = parent,
-        data = nil, stat = nil,
         kids = depth < self.depth and {} or nil,   -- name -> node
         ccz = -1, cpz = -1,       -- czxid and pzxid of the last listing applied
-        dsid = nil, csid = nil,   -- session in which our data / child watch is set
-        dbusy = false, ddirty = false, cbusy = false, cdirty = false,
-        dowed = false, cowed = false,
-        retries = 0, stale = 0,
-        dead = false,
     }
     self._nodes[path] = node
     if parent then
@@ -227,7 +225,7 @@ function _M:_read_data(node)
     end
     local sid = client:session_id()
     self:_send_sync(sid)
-    node.dbusy, node.ddirty = true, false
+    node.dbusy, node.ddirty = true, nil
     local watch = node.dsid ~= sid and self._on_data or nil
     self._inflight = self._inflight + 1
     client:send("get", node.path, watch):on_done(data_reply(self, node, sid, watch ~= nil))
@@ -248,7 +246,7 @@ function _M:_read_children(node)
     end
     local sid = client:session_id()
     self:_send_sync(sid)
-    node.cbusy, node.cdirty = true, false
+    node.cbusy, node.cdirty = true, nil
     local watch = node.csid ~= sid and self._on_child or nil
     self._inflight = self._inflight + 1
     client:send("children", node.path, watch)
@@ -268,23 +266,23 @@ end
 
 function _M:_data_reply(node, sid, watched, data, stat)
     if not self:_replied() then return end
-    node.dbusy = false
+    node.dbusy = nil
     if node.dead then
         return self:_after()
     end
     if data ~= nil then
-        node.retries = 0
+        node.retries = nil
         if watched then node.dsid = sid end
         node = self:_apply_data(node, data, stat)
     elseif stat == "nonode" then
-        node.retries = 0
+        node.retries = nil
         if node ~= self._root then
             self:_remove(node)
             return self:_after()
         end
         -- The root is missing: watch for its creation.
         node = self:_root_gone(node)
-        node.dbusy, node.ddirty = true, false
+        node.dbusy, node.ddirty = true, nil
         local client = self.client
         self._inflight = self._inflight + 1
         client:send("exists", node.path, self._on_data):on_done(exists_reply(self, node, sid))
@@ -301,7 +299,7 @@ end
 
 function _M:_exists_reply(node, sid, stat, err)
     if not self:_replied() then return end
-    node.dbusy = false
+    node.dbusy = nil
     if node.dead then
         return self:_after()
     end
@@ -324,21 +322,21 @@ end
 
 function _M:_children_reply(node, sid, watched, names, stat)
     if not self:_replied() then return end
-    node.cbusy = false
+    node.cbusy = nil
     if node.dead then
         return self:_after()
     end
     if names ~= nil then
-        node.retries = 0
+        node.retries = nil
         if watched then node.csid = sid end
         if stat.czxid < node.ccz or (stat.czxid == node.ccz and stat.pzxid < node.cpz) then
             self:_stale(node, "children")
         else
-            node.stale = 0
+            node.stale = nil
             self:_apply_children(node, names, stat)
         end
     elseif stat == "nonode" then
-        node.retries = 0
+        node.retries = nil
         -- Gone: the data read (sent before this one) said so already, or
         -- will (a "deleted" event or the next read); only a live node is
         -- removed here, the root's exists() watch is the data side's.
@@ -359,7 +357,7 @@ end
 
 
 function _M:_stale(node, kind)
-    node.stale = node.stale + 1
+    node.stale = (node.stale or 0) + 1
     self._synced = nil            -- the next read syncs first
     if node.stale <= MAX_STALE then
         if kind == "data" then node.ddirty = true else node.cdirty = true end
@@ -375,7 +373,7 @@ function _M:_failed(node, kind, err)
         return
     end
     if TRANSIENT[err] then
-        node.retries = node.retries + 1
+        node.retries = (node.retries or 0) + 1
         if st == "connected" and node.retries <= MAX_QUICK_RETRIES then
             if kind == "data" then node.ddirty = true else node.cdirty = true end
         else
@@ -402,7 +400,7 @@ end
 function _M:_apply_data(node, data, stat)
     local old = node.stat
     if old == nil then
-        node.data, node.stat, node.stale = data, stat, 0
+        node.data, node.stat, node.stale = data, stat, nil
         self:_emit("added", node)
         if node.kids and node.ccz ~= stat.czxid then
             self:_read_children(node)   -- the root, found (again)
@@ -413,7 +411,7 @@ function _M:_apply_data(node, data, stat)
         self:_stale(node, "data")
         return node
     end
-    node.stale = 0
+    node.stale = nil
     if stat.czxid ~= old.czxid then
         -- Deleted and created again between two reads: the old one is
         -- gone (with its subtree), this is another node.
@@ -579,7 +577,7 @@ function _M:_state_change(new)
         -- what differs.
         self._sid = sid
         for _, node in ipairs(owed) do
-            node.dowed, node.cowed = false, false
+            node.dowed, node.cowed = nil, nil
         end
         local all = {}
         for _, node in pairs(self._nodes) do
@@ -587,14 +585,14 @@ function _M:_state_change(new)
         end
         sort(all, function(a, b) return a.depth < b.depth end)
         for _, node in ipairs(all) do
-            node.retries = 0
+            node.retries = nil
             self:_read_data(node)
             self:_read_children(node)
         end
     else
         for _, node in ipairs(owed) do
             local d, c = node.dowed, node.cowed
-            node.dowed, node.cowed, node.retries = false, false, 0
+            node.dowed, node.cowed, node.retries = nil, nil, nil
             if d then self:_read_data(node) end
             if c then self:_read_children(node) end
         end
