@@ -6,9 +6,9 @@
 -- root, N/100 groups, 100 leaves per group, 32 bytes of data each), then in
 -- a second client measures:
 --   * the initial load: the time client:cache(root) takes to return, next
---     to the same reads (get and children of each node, no watches) sent
---     by a client that knows every path, 1,000 in flight (the server's and
---     the connection's share);
+--     to the same reads (get and children of each node) sent by a client
+--     that knows every path: without watches, 1,000 in flight, and with a
+--     watch each, all in flight (the server's and the connection's share);
 --   * memory: collectgarbage("count") after a full collection, before the
 --     cache and after it (the difference / N: Lua heap per cached node,
 --     the client's watch entries included; the C client's own memory is not
@@ -114,20 +114,28 @@ print(("zkcoord %s, %s, servers %s"):format(zkcoord.version, jit and jit.version
 for k, n in ipairs(opts.sizes) do
     local path = ("%s/t%d"):format(ns, k)
     local paths = make_tree(path, n)
-    local reader = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
-    -- Reference: the same reads (get and children of every node, no
-    -- watches), all paths known beforehand, 1,000 in flight.
-    local r0 = now()
-    local fs = {}
-    for i, p in ipairs(paths) do
-        fs[#fs + 1] = reader:send("get", p)
-        fs[#fs + 1] = reader:send("children", p)
-        if #fs >= 1000 or i == #paths then
-            for _, f in ipairs(fs) do assert(f:wait()) end
-            fs = {}
+    -- References: the same reads (get and children of every node) by a
+    -- client that knows every path: without watches, 1,000 in flight; with
+    -- a watch each, all in flight (as the cache sends a level).
+    local function reads(watch, window)
+        local ref = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
+        local r0 = now()
+        local fs = {}
+        for i, p in ipairs(paths) do
+            fs[#fs + 1] = ref:send("get", p, watch)
+            fs[#fs + 1] = ref:send("children", p, watch)
+            if #fs >= window or i == #paths then
+                for _, f in ipairs(fs) do assert(f:wait()) end
+                fs = {}
+            end
         end
+        local t = now() - r0
+        ref:close()
+        return t
     end
-    local raw = now() - r0
+    local raw = reads(nil, 1000)
+    local raw_watched = reads(function() end, math.huge)
+    local reader = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
     local before = heap_kib()
     local t0 = now()
     local cache, err = reader:cache(path, { timeout = 120 })
@@ -136,10 +144,10 @@ for k, n in ipairs(opts.sizes) do
     local after = heap_kib()
     assert(#assert(cache:children(path .. "/g001")) > 0)
     local per_node = (after - before) * 1024 / #paths
-    print(("%6d nodes: initial load %7.1f ms (%5.1f us/node; the same reads pipelined "
-           .. "without a cache: %7.1f ms), Lua heap %7.0f KiB = %4.0f bytes/node, %d watches")
-          :format(#paths, load * 1000, load * 1e6 / #paths, raw * 1000, after - before,
-                  per_node, reader:stats().watches))
+    print(("%6d nodes: initial load %.0f ms (%.0f us/node); the same reads without a cache: "
+           .. "%.0f ms, with watches %.0f ms; Lua heap +%.0f KiB = %.0f bytes/node, %d watches")
+          :format(#paths, load * 1000, load * 1e6 / #paths, raw * 1000, raw_watched * 1000,
+                  after - before, per_node, reader:stats().watches))
 
     if k == 1 and opts.sets > 0 then
         -- set() on the writer -> "updated" in the reader
