@@ -141,7 +141,15 @@ describe("cache #zk", function()
 
     it("loads a tree with its data before returning, and honours depth", function()
         make(TREE)
+        -- count the requests the load sends: one get and one children per node
+        local sent = {}
+        c.send = function(self, op, ...)
+            sent[op] = (sent[op] or 0) + 1
+            return getmetatable(self).__index.send(self, op, ...)
+        end
         local cache = assert(c:cache("/t"))
+        c.send = nil
+        assert.same({ sync = 1, get = 6, children = 6 }, sent)
         local data, stat = cache:get("/t/a/x")
         assert.equal("AX\0bin", data)
         assert.equal(0, stat.version)

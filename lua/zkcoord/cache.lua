@@ -402,7 +402,7 @@ function _M:_apply_data(node, data, stat)
     if old == nil then
         node.data, node.stat, node.stale = data, stat, nil
         self:_emit("added", node)
-        if node.kids and node.ccz ~= stat.czxid then
+        if node.kids and not node.cbusy and node.ccz ~= stat.czxid then
             self:_read_children(node)   -- the root, found (again)
         end
         return node
