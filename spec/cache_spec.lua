@@ -405,6 +405,41 @@ describe("cache #zk", function()
         proxy:stop()
     end)
 
+    it("drops a reply older than what it holds (as from a lagging server)", function()
+        make(TREE)
+        local cache = assert(c:cache("/t"))
+        local r = recorder()
+        cache:on_change(r.fn)
+        local n = #r.events
+        local function older(st, field)
+            local o = {}
+            for k, v in pairs(st) do o[k] = v end
+            o[field] = st[field] - 1
+            return o
+        end
+        -- a data reply with an older mzxid, as a read's reply would come in
+        local node = cache._nodes["/t/a"]
+        local _, st = cache:get("/t/a")
+        cache._inflight, node.dbusy = cache._inflight + 1, true
+        cache:_data_reply(node, c:session_id(), false, "older", older(st, "mzxid"))
+        assert.equal("A", (cache:get("/t/a")))
+        -- a listing with an older pzxid that lacks a child
+        local top = cache._nodes["/t"]
+        local _, tst = c:children("/t")
+        cache._inflight, top.cbusy = cache._inflight + 1, true
+        cache:_children_reply(top, c:session_id(), false, { "b" }, older(tst, "pzxid"))
+        assert.same({ "a", "b" }, cache:children("/t"))
+        -- both were read again (after a sync): still the server's state, no event
+        c:dispatch(0.2)
+        assert.equal(n, #r.events)
+        assert.is_true(same_tree(server_tree(other, "/t", math.huge), cache_tree(cache, "/t")))
+        -- a newer one is taken
+        assert(other:set("/t/a", "A2"))
+        assert.truthy(zk.wait_until(function() return cache:get("/t/a") == "A2" end, 5, c))
+        assert.same({ "updated /t/a" }, r.types(n + 1))
+        cache:close()
+    end)
+
     it("close() stops events and leaves no watch registered", function()
         make(TREE)
         local w0 = c:stats().watches
@@ -494,6 +529,6 @@ describe("cache #zk", function()
         assert.equal("", (cache:get("/b/k")))                       -- still fine
         cache:close()
         assert.has_error(function() cache:get("/elsewhere") end)   -- raises after close too
-        assert.is_function(zkcoord.recipes and c.cache)
+        assert.equal("zkcoord.cache", zkcoord.recipes.cache)
     end)
 end)
