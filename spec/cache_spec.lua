@@ -115,6 +115,58 @@ local function recorder()
 end
 
 
+-- n random creates, sets and deletes (leaves mostly, now and then a
+-- subtree) at depths 1..4 below base, by `writer`; step(i) after each.
+local function random_changes(writer, base, n, seed, step)
+    math.randomseed(seed)
+    local paths = { base }           -- what exists, by our own writes
+    local function pick_parent()
+        -- depth 0..3 below base
+        for _ = 1, 10 do
+            local p = paths[math.random(#paths)]
+            local _, levels = p:sub(#base + 1):gsub("/", "")
+            if levels <= 3 then return p end
+        end
+        return base
+    end
+    local ops = { create = 0, set = 0, delete = 0 }
+    for i = 1, n do
+        local roll = math.random()
+        if roll < 0.45 or #paths < 5 then
+            local p = join(pick_parent(), "n" .. i)
+            if writer:create(p, "v" .. i) then
+                paths[#paths + 1] = p
+                ops.create = ops.create + 1
+            end
+        elseif roll < 0.8 then
+            local p = paths[math.random(#paths)]
+            assert(writer:set(p, "s" .. i))
+            ops.set = ops.set + 1
+        else
+            -- delete a leaf (now and then a whole subtree, leaves first)
+            local p
+            for _ = 1, 10 do
+                p = paths[math.random(2, #paths)]
+                local leaf = true
+                for _, q in ipairs(paths) do
+                    if q:sub(1, #p + 1) == p .. "/" then leaf = false break end
+                end
+                if leaf or math.random() < 0.1 then break end
+            end
+            zk.delete_tree(writer, p)
+            local keep = {}
+            for _, q in ipairs(paths) do
+                if q ~= p and q:sub(1, #p + 1) ~= p .. "/" then keep[#keep + 1] = q end
+            end
+            paths = keep
+            ops.delete = ops.delete + 1
+        end
+        step(i)
+    end
+    return ops
+end
+
+
 describe("cache #zk", function()
     local root, c, other
 
@@ -254,53 +306,11 @@ describe("cache #zk", function()
         local cache = assert(c:cache("/r"))
         local r = recorder()
         cache:on_change(r.fn)
-        math.randomseed(12)
-        local paths = { "/r" }           -- what exists, by our own writes
-        local function pick_parent()
-            -- depth 0..3 below /r
-            for _ = 1, 10 do
-                local p = paths[math.random(#paths)]
-                local _, levels = p:gsub("/", "")
-                if levels <= 3 then return p end
-            end
-            return "/r"
-        end
-        local ops = { create = 0, set = 0, delete = 0 }
-        for i = 1, 500 do
-            local roll = math.random()
-            if roll < 0.45 or #paths < 5 then
-                local p = join(pick_parent(), "n" .. i)
-                if other:create(p, "v" .. i) then
-                    paths[#paths + 1] = p
-                    ops.create = ops.create + 1
-                end
-            elseif roll < 0.8 then
-                local p = paths[math.random(#paths)]
-                assert(other:set(p, "s" .. i))
-                ops.set = ops.set + 1
-            else
-                -- delete a leaf (now and then a whole subtree, leaves first)
-                local p
-                for _ = 1, 10 do
-                    p = paths[math.random(2, #paths)]
-                    local leaf = true
-                    for _, q in ipairs(paths) do
-                        if q:sub(1, #p + 1) == p .. "/" then leaf = false break end
-                    end
-                    if leaf or math.random() < 0.1 then break end
-                end
-                zk.delete_tree(other, p)
-                local keep = {}
-                for _, q in ipairs(paths) do
-                    if q ~= p and q:sub(1, #p + 1) ~= p .. "/" then keep[#keep + 1] = q end
-                end
-                paths = keep
-                ops.delete = ops.delete + 1
-            end
+        local ops = random_changes(other, "/r", 500, 12, function(i)
             if i % 50 == 0 then
                 c:dispatch(0)               -- let the cache work while we write
             end
-        end
+        end)
         assert.is_true(ops.create > 100 and ops.set > 100 and ops.delete > 30,
                        ("creates %d, sets %d, deletes %d"):format(ops.create, ops.set, ops.delete))
         local want = server_tree(other, "/r", math.huge)
@@ -319,6 +329,35 @@ describe("cache #zk", function()
             assert.equal(v.data, (cache:get(p)))
         end
         cache:close()
+    end)
+
+    it("converges with a depth limit while sessions expire amid random changes", function()
+        make({ { "/m", "root" } })
+        local cache = assert(c:cache("/m", { depth = 2 }))
+        local r = recorder()
+        cache:on_change(r.fn)
+        local sid = c:session_id()
+        random_changes(other, "/m", 300, 7, function(i)
+            if i % 30 == 0 then
+                c:dispatch(0)
+            end
+            if i == 100 or i == 200 then
+                assert.is_true(zk.expire_session(c))
+            end
+        end)
+        assert.not_equal(sid, c:session_id())
+        local want = server_tree(other, "/m", 2)
+        local ok, where = zk.wait_until(function()
+            return same_tree(want, cache_tree(cache, "/m"))
+        end, 10, c)
+        if not ok then
+            ok, where = same_tree(want, cache_tree(cache, "/m"))
+        end
+        assert.is_true(ok, "first difference at " .. tostring(where))
+        assert.is_true(count(want) > 8, count(want) .. " nodes")
+        assert.same({}, r.errors)
+        cache:close()
+        assert.equal(0, c:stats().watches)
     end)
 
     it("equals the server again after a session expiry during which the tree changed", function()
