@@ -538,6 +538,20 @@ describe("cache #zk", function()
         -- a root we may not read
         assert(other:create("/secret", "s", { acl = { { perms = "w", scheme = "world", id = "anyone" } } }))
         assert.same({ nil, "noauth" }, { c:cache("/secret") })
+        -- a node inside we may not read: logged, the rest is mirrored, get() says why
+        local logged = {}
+        local lc = zk.client { chroot = root, logger = function(level, msg)
+            if level == "error" then logged[#logged + 1] = msg end
+        end }
+        assert(other:create("/t/a/locked", "s",
+                            { acl = { { perms = "w", scheme = "world", id = "anyone" } } }))
+        local cache = assert(lc:cache("/t"))
+        assert.same({ nil, "noauth" }, { cache:get("/t/a/locked") })
+        assert.same({ "x", "y" }, cache:children("/t/a"))
+        assert.equal("AY", (cache:get("/t/a/y")))
+        assert.equal(1, #logged)
+        assert.truthy(logged[1]:find("/t/a/locked", 1, true))
+        cache:close()
         local closed = zk.client { chroot = root }
         closed:close()
         assert.same({ nil, "closed" }, { closed:cache("/t") })

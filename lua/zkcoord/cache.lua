@@ -95,7 +95,8 @@ end
 -- parent, data not read yet): pending nodes are not shown. Only the fields
 -- every node has are made here; the others (data, stat, dsid and csid: the
 -- session in which our data / child watch is set; the flags dbusy, ddirty,
--- cbusy, cdirty, dowed, cowed, dead; the counts retries, stale) are set
+-- cbusy, cdirty, dowed, cowed, dead; the counts retries, stale; err: why
+-- a listed node could not be read) are set
 -- when needed and cleared to nil, so a node stays small.
 local function new_node(self, path, depth, parent, name)
     local node = {
@@ -388,8 +389,11 @@ function _M:_failed(node, kind, err)
         self._first:set()              -- new() reports it
         return
     end
-    client:log("error", "cache " .. self.path .. ": reading " .. node.path .. " failed: "
-                        .. tostring(err))
+    if node.err ~= err then            -- once per node and error, not per read
+        node.err = err                 -- get(p) tells it while the node is not shown
+        client:log("error", "cache " .. self.path .. ": reading " .. node.path .. " failed: "
+                            .. tostring(err))
+    end
 end
 
 
@@ -400,7 +404,7 @@ end
 function _M:_apply_data(node, data, stat)
     local old = node.stat
     if old == nil then
-        node.data, node.stat, node.stale = data, stat, nil
+        node.data, node.stat, node.stale, node.err = data, stat, nil, nil
         self:_emit("added", node)
         if node.kids and not node.cbusy and node.ccz ~= stat.czxid then
             self:_read_children(node)   -- the root, found (again)
@@ -701,20 +705,21 @@ function _M:_lookup(p, fname)
     if node and node.stat then
         return node
     end
-    return nil
+    return nil, node and node.err or "nonode"
 end
 
 
 --- The data and stat of `p` as mirrored (no round trip).
----@return string|nil data, table|string stat or err "nonode" | "closed"
+---@return string|nil data, table|string stat or err "nonode" | "closed" | "noauth" (a node
+--- listed but not readable)
 function _M:get(p)
     check_self(self, "get")
-    local node = self:_lookup(p, "get")
+    local node, err = self:_lookup(p, "get")
     if self._closed then
         return nil, "closed"
     end
     if not node then
-        return nil, "nonode"
+        return nil, err
     end
     return node.data, node.stat
 end
@@ -724,12 +729,12 @@ end
 ---@return string[]|nil names, string? err "nonode" | "closed"
 function _M:children(p)
     check_self(self, "children")
-    local node = self:_lookup(p, "children")
+    local node, err = self:_lookup(p, "children")
     if self._closed then
         return nil, "closed"
     end
     if not node then
-        return nil, "nonode"
+        return nil, err
     end
     local names = {}
     for name, kid in pairs(node.kids or {}) do
