@@ -528,6 +528,37 @@ describe("cache #zk", function()
         cache:close()
     end)
 
+    it("keeps events in order when on_change itself waits on the client", function()
+        make({ { "/w", "" }, { "/w/k", "0" } })
+        local cache = assert(c:cache("/w"))
+        local r = recorder()
+        local depth, max_depth = 0, 0
+        cache:on_change(function(ev)
+            depth = depth + 1
+            max_depth = math.max(max_depth, depth)
+            r.fn(ev)
+            if ev.path then
+                c:exists(ev.path)       -- a round trip: replies and events come in meanwhile
+            end
+            depth = depth - 1
+        end)
+        local n = #r.events
+        for i = 1, 30 do
+            other:send("set", "/w/k", tostring(i))
+            other:send("create", "/w/n" .. i, tostring(i))
+        end
+        assert(other:sync("/w"))
+        assert.truthy(zk.wait_until(function()
+            return cache:get("/w/k") == "30" and cache:get("/w/n30") == "30"
+        end, 10, c))
+        c:dispatch(0.2)
+        assert.equal(1, max_depth)            -- never a call inside another
+        assert.same({}, r.errors)
+        assert.is_true(#r.events - n >= 31)
+        assert.is_true(same_tree(server_tree(other, "/w", math.huge), cache_tree(cache, "/w")))
+        cache:close()
+    end)
+
     it("returns nil, err when the load fails or takes too long, leaving nothing behind", function()
         make(TREE)
         local w0, l0 = c:stats().watches, c:stats().listeners
