@@ -616,3 +616,111 @@ describe("cache #zk", function()
         assert.equal("zkcoord.cache", zkcoord.recipes.cache)
     end)
 end)
+
+
+-- Inside nginx: each worker keeps a cache made in a timer; a request makes
+-- and closes one of its own (its constructor waits on the ngx waiter).
+local CACHE_APP = [==[
+local zn = require "zkcoord.ngx"
+local ROOT = "@ROOT@"
+local _M = {}
+local cache, cache_err
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 4, sock_dir = "/tmp" }
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c, err = zn.client()
+        if not c then cache_err = "no client: " .. tostring(err) return end
+        cache, cache_err = c:cache(ROOT .. "/n")
+    end)
+end
+
+function _M.get()
+    if not cache then
+        ngx.say(ngx.worker.pid(), " none ", tostring(cache_err))
+        return
+    end
+    local data = cache:get(ROOT .. "/n/" .. ngx.var.arg_k)
+    ngx.say(ngx.worker.pid(), " ", tostring(data), " ", #cache:children(ROOT .. "/n"))
+end
+
+function _M.own()
+    local c = assert(zn.client())
+    local mine, err = c:cache(ROOT .. "/n", { timeout = 5 })
+    if not mine then
+        ngx.say("error ", err)
+        return
+    end
+    local n = #mine:children(ROOT .. "/n")
+    mine:close()
+    ngx.say("ok ", n, " ", c:stats().watches)
+end
+
+return _M
+]==]
+
+local CACHE_HTTP = [[
+    init_worker_by_lua_block { require("app").init_worker() }
+    exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+    server {
+        listen 127.0.0.1:@PORT@ reuseport;
+        location = /get { content_by_lua_block { require("app").get() } }
+        location = /own { content_by_lua_block { require("app").own() } }
+    }
+]]
+
+describe("cache in nginx #zk #ngx", function()
+    local nginx = require "helpers.nginx"
+    local root, n
+
+    before_each(function()
+        root = zk.new_root("cache-ngx")
+        assert(zk.admin():create(root .. "/n"))
+        assert(zk.admin():create(root .. "/n/k", "v1"))
+    end)
+
+    after_each(function()
+        if n then n:destroy() end
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    -- Polls /get?k=<k> until every worker reports `want` (and `kids` children).
+    local function all_workers_see(k, want, kids)
+        local seen = {}
+        return zk.wait_until(function()
+            local status, body = n:get("/get?k=" .. k, 2)
+            if status == 200 then
+                local pid, v, nk = body:match("^(%d+) (%S+) (%d+)")
+                if v == want and tonumber(nk) == kids then seen[tonumber(pid)] = true end
+            end
+            for _, pid in ipairs(n:worker_pids()) do
+                if not seen[pid] then return false end
+            end
+            return true
+        end, 15)
+    end
+
+    it("every worker's cache follows the server; a request's own cache closes clean", function()
+        local err
+        n, err = nginx.start { workers = 2, env = { ZK_HOSTS = zk.hosts() },
+                               vars = { ROOT = root }, lua_modules = { app = CACHE_APP },
+                               http = CACHE_HTTP }
+        assert(n, err)
+        assert.truthy(all_workers_see("k", "v1", 1), n:log_tail())
+        assert(zk.admin():set(root .. "/n/k", "v2"))
+        assert(zk.admin():create(root .. "/n/k2", "x"))
+        assert.truthy(all_workers_see("k", "v2", 2), n:log_tail())
+        for _ = 1, 10 do
+            local status, body = n:get("/own", 5)
+            assert.equal(200, status)
+            -- the worker's own cache keeps its 3 nodes' 6 watches; the request's are gone
+            assert.equal("ok 2 6", body:match("^(.-)%s*$"))
+        end
+        assert(zk.admin():delete(root .. "/n/k2"))
+        assert.truthy(all_workers_see("k", "v2", 1), n:log_tail())
+        local log = n:error_log()
+        assert.is_falsy(log:find("callback failed", 1, true), log)
+        assert.is_falsy(log:find("[error]", 1, true), log)
+    end)
+end)
