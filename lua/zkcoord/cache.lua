@@ -30,6 +30,13 @@
 -- new watches; only real differences are reported (nodes gone meanwhile
 -- "removed", changed data "updated", new nodes "added").
 --
+-- Delivery: events are queued while the mirror changes and delivered
+-- after, one listener call at a time, never nested (a callback that waits
+-- lets replies in; what they change is delivered after it returns).
+-- A read that keeps failing with a transient error while connected is
+-- retried a few times at once, then at the next event of its node or the
+-- next reconnect (the waiters have no timer to retry it later by itself).
+--
 -- Node layout: none of its own; mirrors <path> as it is.
 local client_mod = require "zkcoord.client"
 
