@@ -173,7 +173,10 @@ for k, n in ipairs(opts.sizes) do
         print(("set() -> \"updated\" over %d sets: p50 %.2f ms, p99 %.2f ms, max %.2f ms")
               :format(#lat, pct(lat, 0.5), pct(lat, 0.99), lat[#lat]))
     end
+    local c0 = now()
     cache:close()
+    print(("%6d nodes: close() %.0f ms, %d watches left"):format(#paths, (now() - c0) * 1000,
+                                                              reader:stats().watches))
     reader:close()
 end
 
