@@ -1490,19 +1490,22 @@ end
 
 
 --- Removes the watches `fn` set on `path` (all kinds), here and on the server.
+--- A nil path with a function: every watch `fn` set, on any path.
 ---@return integer removed
 function _M:remove_watches(path, fn)
     check_self(self, "remove_watches")
-    check_path(path, "remove_watches", 1)
+    if path ~= nil or type(fn) ~= "function" then
+        check_path(path, "remove_watches", 1)
+    end
     local n = 0
     for id, w in pairs(self._watches) do
-        if w.path == path and (fn == nil or w.fn == fn) then
+        if (path == nil or w.path == path) and (fn == nil or w.fn == fn) then
             self._watches[id] = nil
             n = n + 1
             if self._s then
                 local kind = w.kind == "children" and C.WATCH_CHILDREN or C.WATCH_DATA
                 -- Fire and forget: a reply is not needed, the local entry is gone.
-                self:_request(nil, "remove_watch", path, kind, id,
+                self:_request(nil, "remove_watch", w.path, kind, id,
                               self._state ~= "connected")
             end
         end

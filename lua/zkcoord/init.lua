@@ -46,6 +46,7 @@ local RECIPES = {
     group = "zkcoord.group",
     partitioner = "zkcoord.partitioner",
     multi_lock = "zkcoord.multi_lock",
+    cache = "zkcoord.cache",
 }
 
 for method, modname in pairs(RECIPES) do
