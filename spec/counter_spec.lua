@@ -286,21 +286,28 @@ describe("counter #zk", function()
         assert.equal(3, a:add(1))     -- stale: badversion, then its turn in the line
         assert.same({ adds = 2, cas_attempts = 3, cas_failures = 1 }, a:stats())
         assert.same({}, (c1:children("/n")))
-        -- a place in the line, as another process's waiting add: the next
+        -- a waiting add of another process (an entry "d<delta>"): the next
         -- writer sees it in its reply and takes its turn after it
-        local q = require("zkcoord.queue").new(c2, "/n", { marker = "add-",
-            rule = require("zkcoord.queue").rule_first })
-        assert.is_true(q:enter(5))
+        local function entry(delta)
+            return assert(c2:create("/n/_c_" .. require("zkcoord.core").uuid() .. "-d" .. delta .. "-add-",
+                                    "d" .. delta, { ephemeral = true, sequential = true }))
+        end
+        local e1 = entry(5)
         assert.equal(4, a:add(1))     -- fast write, its reply shows 1 child
         local done
         c1:spawn(function() done = { a:add(1) } end)
         c1:run(0.3)
-        assert.is_nil(done)          -- waits behind q's place
-        q:leave()
+        assert.is_nil(done)          -- waits behind e1
+        local e2 = entry(10)          -- behind a's entry
+        assert(c2:delete(e1))         -- e1 leaves unserved: a is the head
         assert.truthy(zk.wait_until(function() c1:run(0.05) return done ~= nil end, 5, c1))
         assert.equal(5, done[1])
+        -- one write served e2 too: its value is in its entry
+        assert.equal("=15", (c2:get(e2)))
+        assert.equal(15, b:get())
+        assert(c2:delete(e2))
         assert.same({}, (c1:children("/n")))
-        assert.equal(6, a:add(1))     -- the line was empty: fast again
+        assert.equal(16, a:add(1))    -- the line was empty: fast again
         assert.same({ adds = 5, cas_attempts = 6, cas_failures = 1 }, a:stats())
     end)
 
@@ -382,8 +389,9 @@ describe("counter #zk", function()
         end
         assert.equal(200, c2:counter("/n"):get())
         assert.equal(200, adds)
-        -- every attempt either won or lost a race: nothing else happened
-        assert.equal(200 + failures, attempts)
+        -- every attempt either won or lost a race, and a won one in the line
+        -- may serve the adds queued behind it: never more writes than adds
+        assert.is_true(attempts - failures <= 200, ("%d attempts, %d lost"):format(attempts, failures))
         assert.is_true(failures > 0, "no contention at all?")
     end)
 

@@ -9,18 +9,39 @@
 -- DistributedAtomicLong): read value and version, write value + delta with
 -- set(path, data, version). ZooKeeper applies a versioned set only if the
 -- node is still at that version, so of several adders racing from the same
--- version exactly one wins; the others get "badversion", back off (jittered,
--- exponential), read the fresh value and version once, and try again. Every
--- successful add is a distinct step in ZooKeeper's total order of writes:
--- add() is linearizable and returns a value no other add returns. The
--- version of our last reply is reused, so an uncontended add is one round
--- trip, not a read and a write.
+-- version exactly one wins. Every successful add is a distinct step in
+-- ZooKeeper's total order of writes: add() is linearizable and returns a
+-- value no other add returns. The version of our last reply is reused, so
+-- an uncontended add is one round trip, not a read and a write.
 --
--- Node layout: <path> holds the value as a decimal integer string ("42",
--- "-7"), readable with zkCli. Empty data counts as `initial`. The node (and
--- missing parents, persistent) is created on first use with `initial`.
--- Values are integers in -(2^53-1) .. 2^53-1 (exact in a Lua number).
--- NOTE: not Curator's DistributedAtomicLong format (8-byte big-endian).
+-- Fairness (opts.fair, default true). Reusing the version of one's own
+-- reply lets the last winner write again at once while the losers read:
+-- in a saturating loop one process did nearly every add and a loser gave up
+-- after max_tries. So under contention adds take turns: an add that lost a
+-- race queues as an ephemeral-sequential child of the counter's node
+-- ("_c_<uuid>-d<delta>-add-<seq>"); every set reply carries the node's
+-- number of children, so a writer learns of waiting adds for free and its
+-- next add queues behind them. The head of the line writes, in one multi,
+-- the counter moved by its own delta and every delta queued behind it, and
+-- marks those entries with their values; they read their value and delete
+-- their entry. See _add_in_line. With fair = false the loser backs off
+-- (jittered, exponential) and reads again, as before: faster in a
+-- saturating loop, unfair. Writers outside the line (fair = false, kazoo,
+-- Curator) are not ordered by it: the head retries against them with
+-- backoff, max_tries times. compare_and_set never queues.
+--
+-- Node layout: <path> holds the value in opts.format:
+--   "text"  (default) a decimal integer string ("42", "-7"), readable with
+--           zkCli, kazoo's Counter default; -(2^53-1) .. 2^53-1
+--   "int32" 4 bytes, big-endian two's complement: Curator's SharedCount;
+--           -2^31 .. 2^31-1
+--   "int64" 8 bytes, big-endian two's complement: Curator's
+--           DistributedAtomicLong; only -(2^53-1) .. 2^53-1 (exact in a Lua
+--           number): a stored long beyond that reads as nil, "invalid"
+-- Empty data counts as `initial`. The node (and missing parents,
+-- persistent) is created on first use with `initial`. A result outside the
+-- format's range is nil, "invalid" (nothing written); data of another shape
+-- is nil, "invalid" with a detail naming the path.
 --
 -- Reads (get) are ZooKeeper reads: sequentially consistent, possibly a
 -- little behind another client's latest write; writes are linearizable.
@@ -31,14 +52,15 @@
 -- not ours, ours did not happen and we retry; otherwise they return the
 -- error ("connectionloss", "sessionexpired", "timeout") with a detail
 -- saying the outcome is unknown. set() returns that error at once. Never a
--- blind second write.
--- Session expiry changes nothing else: the node is persistent.
-local type, error, pairs, tostring, tonumber, setmetatable, getmetatable =
-    type, error, pairs, tostring, tonumber, setmetatable, getmetatable
+-- blind second write. A waiting add whose entry went with its session
+-- returns "sessionexpired" with that detail (a head may have served it).
+local type, error, pairs, tostring, tonumber, setmetatable, getmetatable, select =
+    type, error, pairs, tostring, tonumber, setmetatable, getmetatable, select
 local format, match, byte, char = string.format, string.match, string.byte, string.char
 local floor, min, max = math.floor, math.min, math.max
-local random = require("zkcoord.core").random
-local queue = require "zkcoord.queue"
+local core = require "zkcoord.core"
+local random = core.random
+local ipairs, sort = ipairs, table.sort
 
 -- Lua 5.3+: values as integers (math.tointeger is not in every VM).
 local tointeger = rawget(math, "tointeger") or function(v) return v end
@@ -56,9 +78,6 @@ local OPT_KEYS = { initial = "number", max_tries = "number", base_delay = "numbe
 
 local DEFAULTS = { initial = 0, max_tries = 100, base_delay = 0.005, max_delay = 0.25,
                    format = "text", fair = true, timeout = 60 }
-
--- The marker of a waiting add's node under the counter's node.
-local LINE_MARKER = "add-"
 
 -- Outcome of a write whose reply was lost is to be found out.
 local UNKNOWN = { connectionloss = true, operationtimeout = true, timeout = true,
@@ -244,7 +263,6 @@ function _M.new(client, path, opts)
         _value = nil,       -- value and version of our last reply
         _version = nil,
         _contended = false, -- our last write saw adds waiting in the line
-        _line = nil,        -- our place in the line (a zkcoord.queue position)
         _stats = { adds = 0, cas_attempts = 0, cas_failures = 0 },
         _writing = false,   -- an add of this object is writing now
         _joiners = {},      -- adds waiting for the next write, in order
@@ -336,7 +354,7 @@ end
 -- without writing (compare_and_set: not the expected value), or nil, err,
 -- detail. In fair mode a lost race sends the call to the line
 -- (returns `nil, nil, "line"`).
-function _M:_update_fast(compute)
+function _M:_update_fast(compute, no_line)
     local client, o, st = self.client, self._opts, self._stats
     local delay = o.base_delay
     -- Has the value been read from the server during this call? A value
@@ -370,7 +388,7 @@ function _M:_update_fast(compute)
             self._version = nil
             if serr == "badversion" then
                 st.cas_failures = st.cas_failures + 1
-                if o.fair then
+                if o.fair and not no_line then
                     return nil, nil, "line"
                 end
                 if try < o.max_tries then
@@ -389,86 +407,231 @@ function _M:_update_fast(compute)
 end
 
 
--- The fair write under contention: take a place in the line (an
--- ephemeral-sequential child of the counter's node, zkcoord.queue, first
--- in line is through), read, and write the value and delete our place in
--- one multi, so the next in line is woken by our write itself.
-function _M:_update_in_line(compute)
-    local client, o, st, path = self.client, self._opts, self._stats, self.path
-    local q = self._line
-    if not q then
-        q = queue.new(client, path, { marker = LINE_MARKER, rule = queue.rule_first,
-                                      parents = "persistent" })
-        self._line = q
-    end
-    local deadline = client:waiter():now() + o.timeout
-    local delay = o.base_delay
-    for try = 1, o.max_tries do
-        if not q:node() or not q:is_through() then
-            local ok, err = q:enter(max(0, deadline - client:waiter():now()))
-            if not ok then
-                return nil, err, err == "timeout" and "waited too long for our turn" or nil
-            end
-        end
-        local v, err, detail = self:_read()
-        if v == nil then
-            q:leave()
-            return nil, err, detail
-        end
-        local new
-        new, err, detail = checked(self, compute(v))
-        if not new then
-            q:leave()
-            return new, err, detail
-        end
-        local data, version = encode(self, new), self._version
-        st.cas_attempts = st.cas_attempts + 1
-        local res, merr, results = client:multi {
-            { op = "set", path = path, data = data, version = version },
-            { op = "delete", path = q:node() },
-        }
-        if res then
-            q:_forget()
-            local stat = res[1].stat
-            self._value, self._version = new, stat.version
-            -- our own place counted too, deleted after the set
-            self._contended = (stat.num_children or 0) > 1
-            return new
-        end
-        self._version = nil
-        local serr = results and results[1] and results[1].err
-        if serr == "badversion" then
-            -- a writer outside the line (fair = false, another library)
-            st.cas_failures = st.cas_failures + 1
-            if try < o.max_tries then
-                delay = backoff(self, delay)
-            end
-        elseif serr == "nonode" or (results and results[2] and results[2].err == "nonode") then
-            q:_forget()        -- our place went (a new session, or with the node): queue again
-        elseif UNKNOWN[merr] and not client._closed then
-            if self:_applied(version, data) ~= false then
-                q:leave()
-                return nil, merr, "the write may or may not have been applied"
-            end
-        else
-            q:leave()
-            return nil, serr or merr
-        end
-    end
-    q:leave()
-    return nil, "timeout", ("gave up after %d attempts"):format(o.max_tries)
+-- The line of waiting adds: ephemeral-sequential children of the counter's
+-- node, "_c_<uuid>-d<delta>-add-<seq>", data "d<delta>" while waiting and
+-- "=<value>" once a head wrote that add.
+local ENTRY_NAME = "_c_%s-d%s-add-"
+local ENTRY_PARTS = "^_c_.*%-d(%-?%d+)%-add%-(%d+)$"
+
+local function by_seq(x, y)
+    return x.seq < y.seq
+end
+
+-- The watch's upvalue must not live on the waiting coroutine's stack.
+local function waker(ev)
+    return function() ev:set() end
 end
 
 
--- add and compare_and_set: the fast write, or the line under contention.
-function _M:_update(compute)
+-- Our entry was written by a head: its value is ours. Deletes the entry.
+function _M:_consumed(node, data)
+    local v = tointeger(tonumber(data:sub(2)))
+    self.client:delete_guaranteed(node)
+    self._version = nil          -- we did not see the counter's version
+    self._contended = true
+    return v
+end
+
+
+-- Leaves the line without our add, unless a head wrote it meanwhile.
+function _M:_leave(node, err, detail)
+    local client = self.client
+    local ok, derr = client:delete(node, 0)      -- only while not written
+    if ok or derr == "nonode" then
+        return nil, err, detail
+    end
+    if derr == "badversion" then
+        local data = client:get(node)
+        if data and data:sub(1, 1) == "=" then
+            return self:_consumed(node, data)
+        end
+    end
+    client:delete_guaranteed(node, 0)
+    return nil, err, "the add may or may not have been applied"
+end
+
+
+-- The fair add under contention. Each waiting add is an entry in the line,
+-- its delta in its name. The head is the entry whose predecessor is gone or
+-- served: it reads the counter and lists the line (one round trip) and, in
+-- one multi, writes the counter (a versioned set) moved by its own delta
+-- and every delta queued behind it, marks each of those entries with its
+-- value ("=<value>", a set at version 0: an entry served or gone fails the
+-- multi, nothing is counted twice) and deletes its own. The ones it served
+-- wake on their entry's change, read their value and delete their entry;
+-- the first one behind them wakes on its predecessor's change and is the
+-- next head. So adds are served in line order, and one write serves
+-- everyone who queued while the previous one was in flight.
+function _M:_add_in_line(delta)
+    local client, o, st, path = self.client, self._opts, self._stats, self.path
+    local w = client:waiter()
+    local deadline = w:now() + o.timeout
+    local function left()
+        return max(0, deadline - w:now())
+    end
+    local dtext = format("%d", delta)
+    local node, err
+    for _ = 1, 3 do
+        node, err = client:create(path .. "/" .. ENTRY_NAME:format(core.uuid(), dtext),
+                                  "d" .. dtext, { ephemeral = true, sequential = true })
+        if node or err ~= "nonode" then
+            break
+        end
+        local v, rerr, rdetail = self:_read()          -- creates the counter's node
+        if v == nil then
+            return nil, rerr, rdetail
+        end
+    end
+    if not node then
+        if UNKNOWN[err] then
+            return nil, err, "the add may or may not have been applied"
+        end
+        return nil, err
+    end
+    local name = node:match("[^/]+$")
+    local myseq = tonumber(select(2, match(name, ENTRY_PARTS)))
+    local delay, tries = o.base_delay, 0
+    local pred              -- the entry just before ours, from the last listing
+    local listed            -- that listing: entries in sequence order
+    while true do
+        local ev = w:event()
+        local wake = waker(ev)
+        local fnames = client:send("children", path)
+        local fcounter = client:send("get", path)
+        local fmine = client:send("get", node, wake)
+        local fpred = pred and client:send("get", pred.path, wake)
+        local names, cerr = fnames:wait()
+        local data, vstat = fcounter:wait()
+        local mine, mstat = fmine:wait()
+        local pdata, perr = nil, nil
+        if fpred then
+            pdata, perr = fpred:wait()
+        end
+        if mine and mine:sub(1, 1) == "=" then
+            return self:_consumed(node, mine)
+        elseif not mine then
+            -- our entry went without our delete: our session ended
+            return nil, mstat == "nonode" and "sessionexpired" or mstat,
+                   "the add may or may not have been applied"
+        elseif not names then
+            return self:_leave(node, cerr)
+        elseif not data then
+            return self:_leave(node, vstat)
+        end
+        listed = {}
+        local newpred
+        for _, n in ipairs(names) do
+            local d, seq = match(n, ENTRY_PARTS)
+            if seq and n ~= name then
+                local e = { name = n, seq = tonumber(seq), delta = tonumber(d),
+                            path = path .. "/" .. n }
+                listed[#listed + 1] = e
+                if e.seq < myseq and (not newpred or e.seq > newpred.seq) then
+                    newpred = e
+                end
+            end
+        end
+        sort(listed, by_seq)
+        -- Waiting when our predecessor still waits. A predecessor we did
+        -- not read yet (first round, or a new one after ours left) is read
+        -- with a watch first.
+        -- (A predecessor gone since the listing was served, or finished as
+        -- head, or left: then we are the head.)
+        local same = pred and newpred and newpred.name == pred.name
+        local head = newpred == nil
+                     or (same and (perr == "nonode" or (pdata and pdata:sub(1, 1) == "=")))
+        if not head and not (same and pdata) then
+            pred = newpred
+            -- look again, now with a watch on it (no wait)
+        elseif not head then
+            if not ev:wait(left()) then
+                return self:_leave(node, "timeout", "waited too long for our turn")
+            end
+        else
+            local cur, derr, ddetail = decode(self, data)
+            if cur == nil then
+                return self:_leave(node, derr, ddetail)
+            end
+            local mine_v = cur + delta
+            local why = not is_int(mine_v) and "leaves the integer range"
+                        or out_of_range(self, mine_v)
+            if why then
+                return self:_leave(node, "invalid", ("counter %s: %s + %s: %s"):format(
+                    path, format("%d", cur), dtext, why))
+            end
+            local ops = { { op = "set", path = path, version = vstat.version } }
+            local running = mine_v
+            for _, e in ipairs(listed) do
+                if e.seq > myseq then
+                    local nv = e.delta and running + e.delta
+                    if not (nv and is_int(nv) and not out_of_range(self, nv)) then
+                        break            -- that one finds out itself, as head
+                    end
+                    running = nv
+                    ops[#ops + 1] = { op = "set", path = e.path,
+                                      data = "=" .. format("%d", nv), version = 0 }
+                end
+            end
+            local served = #ops - 1
+            ops[1].data = encode(self, running)
+            ops[#ops + 1] = { op = "delete", path = node, version = 0 }
+            st.cas_attempts = st.cas_attempts + 1
+            local res, merr, results = client:multi(ops)
+            if res then
+                local stat = res[1].stat
+                self._value, self._version = running, stat.version
+                -- still others waiting (beyond us and those we served)?
+                self._contended = (stat.num_children or 0) > served + 1
+                return tointeger(mine_v)
+            end
+            local cas_err = results and results[1] and results[1].err
+            if cas_err == "badversion" then
+                -- a writer outside the line (fair = false, another library)
+                st.cas_failures = st.cas_failures + 1
+                tries = tries + 1
+                if tries >= o.max_tries then
+                    return self:_leave(node, "timeout",
+                                       ("gave up after %d attempts"):format(o.max_tries))
+                end
+                delay = backoff(self, delay)
+            elseif UNKNOWN[merr] and not client._closed then
+                if self:_applied(vstat.version, ops[1].data) ~= false then
+                    client:delete_guaranteed(node, 0)
+                    return nil, merr, "the write may or may not have been applied"
+                end
+            elseif not (results and results[1]) or (cas_err and cas_err ~= "runtimeinconsistency") then
+                return self:_leave(node, merr)
+            end
+            -- else an entry behind us left or was served (two heads after
+            -- a leave), or ours was served: look again
+        end
+        if left() == 0 then
+            return self:_leave(node, "timeout", "waited too long for our turn")
+        end
+    end
+end
+
+
+-- add: the fast write, or the line under contention.
+function _M:_add(total)
+    local function compute(cur)
+        local new = cur + total
+        if not is_int(new) then
+            return nil, "invalid", ("%s + %s leaves the integer range"):format(
+                format("%d", cur), format("%d", total))
+        end
+        return new
+    end
     if not (self._opts.fair and self._contended) then
         local v, err, detail = self:_update_fast(compute)
         if not (v == nil and err == nil and detail == "line") then
             return v, err, detail
         end
     end
-    local v, err, detail = self:_update_in_line(compute)
+    if not is_int(total) then
+        return nil, "invalid", "the adds' sum leaves the integer range"
+    end
+    local v, err, detail = self:_add_in_line(total)
     if v == nil and err ~= nil then
         self._contended = false   -- a failure: the next call starts afresh
     end
@@ -498,14 +661,7 @@ function _M:_lead(slots, solo)
         slot.taken = true
         total = total + slot.delta
     end
-    local v, err, detail = self:_update(function(cur)
-        local new = cur + total
-        if not is_int(new) then
-            return nil, "invalid", ("%s + %s leaves the integer range"):format(
-                format("%d", cur), format("%d", total))
-        end
-        return new
-    end)
+    local v, err, detail = self:_add(total)
     if v ~= nil then
         -- The one write moved the value by `total`: as if the adds ran one
         -- after another at that instant, each sees its own step.
@@ -627,9 +783,9 @@ function _M:compare_and_set(old, new)
     check_self(self, "compare_and_set")
     check_int(old, "compare_and_set", 1, "old")
     check_int(new, "compare_and_set", 2, "new")
-    local v, err, detail = self:_update(function(cur)
+    local v, err, detail = self:_update_fast(function(cur)
         return cur == old and new
-    end)
+    end, true)
     if v == nil then
         return nil, err, detail
     end
