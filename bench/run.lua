@@ -773,7 +773,11 @@ local function make_table(active, results)
                     "|" .. ("---|"):rep(#head) }
     local footnote = false
     for _, row in ipairs(rows) do
-        for _, m in ipairs(row.metrics) do
+        local runs = false      -- a row none of the selected libraries runs is left out
+        for _, l in ipairs(active) do
+            runs = runs or row_has(row, l.key)
+        end
+        for _, m in ipairs(runs and row.metrics or {}) do
             local cells = { m.label, m.better }
             for _, l in ipairs(active) do
                 if not row_has(row, l.key) then
@@ -960,8 +964,11 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
             .. " before the session's next request: 3 requests per cycle; an exists() watch on"
             .. " its own node only when `on_lost` is registered); `client:rwlock(path)`;"
             .. " `client:counter(path):add(1)` (versioned set from the version of its last reply,"
-            .. " a read only after a lost race; jittered exponential backoff from 5 ms); the"
-            .. " coroutine row: 32 coroutines per process started with `client:spawn` and driven"
+            .. " a read only after a lost race; fair by default: under contention the adds"
+            .. " queue as child nodes and the head of the line writes for itself and everyone"
+            .. " queued behind it in one multi; `fair = false`: jittered exponential backoff"
+            .. " from 5 ms instead, the last winner writes again at once); the"
+            .. " coroutine rows: 32 coroutines per process started with `client:spawn` and driven"
             .. " by `client:run`, sharing one counter object, so the adds that arrive while a"
             .. " compare-and-set is in flight go together in the next one (each still gets its"
             .. " own value).",
@@ -987,11 +994,14 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
         "- \"slowest process / mean\": the increments of the process that did fewest over the"
             .. " mean per process (0: some process made no increment in the whole run). A counter"
             .. " can buy throughput with starvation; every process's count is in latest.json."
-            .. " zkcoord's counter, like kazoo's, lets the last winner write again at once from"
-            .. " the version of its reply while the losers back off, so in a saturating loop one"
-            .. " process can do nearly all increments; an add that keeps losing gives up with"
-            .. " \"timeout\" after `max_tries` (100, about 25 s of backoff). Raw C reads before"
-            .. " every write: fair, at about 7 failed compare-and-sets per increment.",
+            .. " zkcoord's counter with `fair = false`, like kazoo's, lets the last winner write"
+            .. " again at once from the version of its reply while the losers back off, so in a"
+            .. " saturating loop one process can do nearly all increments; an add that keeps"
+            .. " losing gives up with \"timeout\" after `max_tries` (100, about 25 s of backoff)."
+            .. " The default (`fair = true`) serves the adds in line order. Raw C reads before"
+            .. " every write: fair, at about 7 failed compare-and-sets per increment. The peers'"
+            .. " 16-thread row: 16 threads in one process, one session, a recipe object per"
+            .. " thread; fairness is the slowest thread over the mean thread.",
     }) do
         section[#section + 1] = l
     end
