@@ -279,8 +279,9 @@ describe("counter #zk", function()
         end
     end)
 
-    it("fair = true: a lost race queues in a line of child nodes, left empty afterwards", function()
-        local a, b = c1:counter("/n"), c2:counter("/n")
+    it("fair, turn = 0: a lost race queues in a line of child nodes, one write serves the line",
+       function()
+        local a, b = c1:counter("/n", { turn = 0 }), c2:counter("/n", { turn = 0 })
         assert.equal(1, a:add(1))
         assert.equal(2, b:add(1))
         assert.equal(3, a:add(1))     -- stale: badversion, then its turn in the line
@@ -309,6 +310,29 @@ describe("counter #zk", function()
         assert.same({}, (c1:children("/n")))
         assert.equal(16, a:add(1))    -- the line was empty: fast again
         assert.same({ adds = 5, cas_attempts = 6, cas_failures = 1 }, a:stats())
+    end)
+
+    it("fair = true: the head keeps writing for its turn; an idle turn is ended by the next", function()
+        local a, b = c1:counter("/n", { turn = 0.3 }), c2:counter("/n", { turn = 0.3 })
+        assert.equal(1, a:add(1))
+        assert.equal(2, b:add(1))
+        local t0 = c1:waiter():now()
+        assert.equal(3, a:add(1))      -- lost race: queued, head, its turn begins
+        local names = assert(c1:children("/n"))
+        assert.equal(1, #names)
+        assert.equal("t", (c1:get("/n/" .. names[1])))
+        assert.equal(4, a:add(1))      -- in its turn: one set, no read
+        assert.same({ adds = 3, cas_attempts = 4, cas_failures = 1 }, a:stats())
+        -- b's add waits behind a's turn; a adds nothing more: b ends the
+        -- idle turn (deletes a's entry) after turn / 2 of a still counter
+        assert.equal(5, b:add(1))
+        local waited = c1:waiter():now() - t0
+        assert.is_true(waited >= 0.15, "b did not wait for a's turn: " .. waited)
+        assert.is_true(waited < 3, "waited " .. waited)
+        -- a's turn was ended: its next write loses once and queues again
+        local v = a:add(1)
+        assert.equal(6, v)
+        assert.equal(6, b:get())
     end)
 
     it("gives up with timeout after max_tries lost races", function()
