@@ -135,9 +135,9 @@ local function make_cycle(p)
         local ctr = c:counter(p, counter_opts)
         counter_objs[#counter_objs + 1] = ctr
         return function()
-            local v, err = ctr:add(1)
+            local v, err, detail = ctr:add(1)
             if v == nil then
-                die("add", err)
+                die("add", tostring(err) .. (detail and (":" .. tostring(detail):gsub("%s", "_")) or ""))
             end
         end
     elseif scen == "rwlock" then

@@ -433,8 +433,20 @@ local function by_seq(x, y)
 end
 
 -- The watch's upvalue must not live on the waiting coroutine's stack.
+-- The blocking waiter resumes a spawned coroutine twice when its event is
+-- set in the same turn of run() in which its timed wait falls due (the
+-- second time inside its next wait, which then reports a timeout): our
+-- timed waits (a turn's idle check) are common, so the waker marks the
+-- coroutine woken first, as that waiter's own timeout does.
 local function waker(ev)
-    return function() ev:set() end
+    return function()
+        local co, w = rawget(ev, "co"), rawget(ev, "waiter")
+        local tasks = type(w) == "table" and rawget(w, "tasks")
+        if co and type(tasks) == "table" and type(tasks[co]) == "table" then
+            tasks[co] = true
+        end
+        ev:set()
+    end
 end
 
 
