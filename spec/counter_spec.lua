@@ -36,6 +36,40 @@ f:close()
 c:close()
 ]]
 
+-- A timed adder: waits for the start file, then add(1) for `secs` seconds;
+-- writes "count N" (adds done), then its stats, or "error ...".
+-- args: chroot, path, secs, out file, go file, fair ("true"/"false")
+local TIMED_ADDER = [[
+local root, path, secs, out, go, fair = ...
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), chroot = root,
+                                   session_timeout = 10 })
+local counter = c:counter(path, { fair = fair == "true" })
+assert(counter:get())
+local f = assert(io.open(out, "w"))
+f:write("ready\n")
+f:flush()
+for _ = 1, 3000 do
+    local g = io.open(go)
+    if g then g:close() break end
+    c:waiter():sleep(0.01)
+end
+local w = c:waiter()
+local stop, n = w:now() + tonumber(secs), 0
+while w:now() < stop do
+    local v, err, detail = counter:add(1)
+    if not v then
+        f:write("error ", tostring(err), " ", tostring(detail), "\n")
+        break
+    end
+    n = n + 1
+end
+local s = counter:stats()
+f:write(("count %d\nstats %d %d %d\n"):format(n, s.adds, s.cas_attempts, s.cas_failures))
+f:close()
+c:close()
+]]
+
 describe("counter #zk", function()
     local root, c1, c2
 
@@ -143,8 +177,166 @@ describe("counter #zk", function()
         assert.equal(2 ^ 53 - 1, big:get())
     end)
 
+    it("format int32: Curator SharedCount's 4-byte big-endian int", function()
+        local n = c1:counter("/i32", { format = "int32", initial = -2 })
+        assert.equal(-2, n:get())
+        assert.equal("\255\255\255\254", (c2:get("/i32")))
+        assert.equal(1, n:add(3))
+        assert.equal("\0\0\0\1", (c2:get("/i32")))
+        assert.is_true(n:set(2 ^ 31 - 1))
+        assert.equal("\127\255\255\255", (c2:get("/i32")))
+        local v, err, detail = n:add(1)             -- overflow: nothing written
+        assert.is_nil(v)
+        assert.equal("invalid", err)
+        assert.matches("int32", detail, 1, true)
+        assert.equal(2 ^ 31 - 1, n:get())
+        assert.is_true(n:set(-2 ^ 31))
+        assert.equal("\128\0\0\0", (c2:get("/i32")))
+        assert.equal("invalid", select(2, n:add(-1)))
+        assert.equal("invalid", select(2, n:set(2 ^ 31)))
+        assert.equal("invalid", select(2, n:compare_and_set(-2 ^ 31, 2 ^ 40)))
+        assert.equal(-2 ^ 31, n:get())
+        assert.is_true(n:compare_and_set(-2 ^ 31, 258))
+        assert.equal("\0\0\1\2", (c2:get("/i32")))
+        assert.has_error(function() c1:counter("/x", { format = "int32", initial = 2 ^ 31 }) end)
+    end)
+
+    it("format int64: Curator DistributedAtomicLong's 8-byte big-endian long", function()
+        local n = c1:counter("/i64", { format = "int64" })
+        assert.equal(0, n:get())
+        assert.equal(("\0"):rep(8), (c2:get("/i64")))
+        assert.equal(-1, n:add(-1))
+        assert.equal(("\255"):rep(8), (c2:get("/i64")))
+        assert.is_true(n:set(2 ^ 53 - 1))
+        assert.equal("\0\31\255\255\255\255\255\255", (c2:get("/i64")))
+        assert.equal("invalid", select(2, n:add(1)))
+        assert.is_true(n:set(-(2 ^ 53 - 1)))
+        assert.equal("\255\224\0\0\0\0\0\1", (c2:get("/i64")))
+        assert.is_true(n:set(2 ^ 32 + 5))
+        assert.equal("\0\0\0\1\0\0\0\5", (c2:get("/i64")))
+        assert.equal(2 ^ 32 + 4, n:add(-1))
+        assert.is_true(n:set(-2 ^ 32))
+        assert.equal("\255\255\255\255\0\0\0\0", (c2:get("/i64")))
+        -- every VM: integers where the VM has them
+        local mtype = rawget(math, "type")
+        if mtype then
+            assert.equal("integer", mtype(n:get()))
+        end
+        -- a long beyond +-(2^53-1), written by Java: invalid, never a wrong number
+        for _, data in ipairs { "\0\32\0\0\0\0\0\0", "\255\224\0\0\0\0\0\0",
+                                "\127\255\255\255\255\255\255\255", "\128\0\0\0\0\0\0\0" } do
+            assert(c2:set("/i64", data))
+            local v, err, detail = n:get()
+            assert.is_nil(v)
+            assert.equal("invalid", err)
+            assert.matches("2^53", detail, 1, true)
+            assert.equal("invalid", select(2, n:add(1)))
+        end
+        assert(c2:set("/i64", "\0\31\255\255\255\255\255\254"))
+        assert.equal(2 ^ 53 - 1, n:add(1))
+    end)
+
+    it("foreign data of the wrong shape is invalid in every format", function()
+        local cases = {
+            text = { "twelve", "1.5", "0x10", "\0\0\0\1", "99999999999999999999" },
+            int32 = { "\0\0\1", "\0\0\0\0\1", "42", ("\0"):rep(8) },
+            int64 = { "\0\0\0\1", ("\0"):rep(9), "42", "\0" },
+        }
+        for fmt, datas in pairs(cases) do
+            for i, data in ipairs(datas) do
+                local path = ("/%s-%d"):format(fmt, i)
+                assert(c1:create(path, data))
+                local n = c1:counter(path, { format = fmt })
+                for _, call in ipairs { function() return n:get() end,
+                                        function() return n:add(1) end,
+                                        function() return n:compare_and_set(1, 2) end } do
+                    local v, err, detail = call()
+                    assert.is_nil(v, fmt .. " " .. ("%q"):format(data))
+                    assert.equal("invalid", err)
+                    assert.is_string(detail)
+                    assert.matches(path, detail, 1, true)
+                end
+                assert.equal(data, (c2:get(path)))   -- left as it was
+            end
+        end
+        assert.has_error(function() c1:counter("/n", { format = "binary" }) end)
+        assert.has_error(function() c1:counter("/n", { format = 32 }) end)
+        assert.has_error(function() c1:counter("/n", { fair = "yes" }) end)
+        assert.has_error(function() c1:counter("/n", { timeout = -1 }) end)
+    end)
+
+    it("codecs round-trip at the edges of each format", function()
+        local f = require("zkcoord.counter").formats
+        for _, v in ipairs { 0, 1, -1, 255, 256, -256, 2 ^ 31 - 1, -2 ^ 31, 65535, -65536 } do
+            assert.equal(v, f.int32.decode(f.int32.encode(v)))
+            assert.equal(4, #f.int32.encode(v))
+        end
+        for _, v in ipairs { 0, 1, -1, 2 ^ 31, -2 ^ 31 - 1, 2 ^ 32, -2 ^ 32, 2 ^ 32 - 1,
+                             2 ^ 53 - 1, -(2 ^ 53 - 1), 2 ^ 52 + 3, -(2 ^ 40 + 7) } do
+            assert.equal(v, f.int64.decode(f.int64.encode(v)))
+            assert.equal(8, #f.int64.encode(v))
+            assert.equal(v, f.text.decode(f.text.encode(v)))
+        end
+    end)
+
+    it("fair, turn = 0: a lost race queues in a line of child nodes, one write serves the line",
+       function()
+        local a, b = c1:counter("/n", { turn = 0 }), c2:counter("/n", { turn = 0 })
+        assert.equal(1, a:add(1))
+        assert.equal(2, b:add(1))
+        assert.equal(3, a:add(1))     -- stale: badversion, then its turn in the line
+        assert.same({ adds = 2, cas_attempts = 3, cas_failures = 1 }, a:stats())
+        assert.same({}, (c1:children("/n")))
+        -- a waiting add of another process (an entry "d<delta>"): the next
+        -- writer sees it in its reply and takes its turn after it
+        local function entry(delta)
+            return assert(c2:create("/n/_c_" .. require("zkcoord.core").uuid() .. "-d" .. delta .. "-add-",
+                                    "d" .. delta, { ephemeral = true, sequential = true }))
+        end
+        local e1 = entry(5)
+        assert.equal(4, a:add(1))     -- fast write, its reply shows 1 child
+        local done
+        c1:spawn(function() done = { a:add(1) } end)
+        c1:run(0.3)
+        assert.is_nil(done)          -- waits behind e1
+        local e2 = entry(10)          -- behind a's entry
+        assert(c2:delete(e1))         -- e1 leaves unserved: a is the head
+        assert.truthy(zk.wait_until(function() c1:run(0.05) return done ~= nil end, 5, c1))
+        assert.equal(5, done[1])
+        -- one write served e2 too: its value is in its entry
+        assert.equal("=15", (c2:get(e2)))
+        assert.equal(15, b:get())
+        assert(c2:delete(e2))
+        assert.same({}, (c1:children("/n")))
+        assert.equal(16, a:add(1))    -- the line was empty: fast again
+        assert.same({ adds = 5, cas_attempts = 6, cas_failures = 1 }, a:stats())
+    end)
+
+    it("fair = true: the head keeps writing for its turn; an idle turn is ended by the next", function()
+        local a, b = c1:counter("/n", { turn = 0.3 }), c2:counter("/n", { turn = 0.3 })
+        assert.equal(1, a:add(1))
+        assert.equal(2, b:add(1))
+        local t0 = c1:waiter():now()
+        assert.equal(3, a:add(1))      -- lost race: queued, head, its turn begins
+        local names = assert(c1:children("/n"))
+        assert.equal(1, #names)
+        assert.equal("t", (c1:get("/n/" .. names[1])))
+        assert.equal(4, a:add(1))      -- in its turn: one set, no read
+        assert.same({ adds = 3, cas_attempts = 4, cas_failures = 1 }, a:stats())
+        -- b's add waits behind a's turn; a adds nothing more: b ends the
+        -- idle turn (deletes a's entry) after turn / 2 of a still counter
+        assert.equal(5, b:add(1))
+        local waited = c1:waiter():now() - t0
+        assert.is_true(waited >= 0.15, "b did not wait for a's turn: " .. waited)
+        assert.is_true(waited < 3, "waited " .. waited)
+        -- a's turn was ended: its next write loses once and queues again
+        local v = a:add(1)
+        assert.equal(6, v)
+        assert.equal(6, b:get())
+    end)
+
     it("gives up with timeout after max_tries lost races", function()
-        local a = c1:counter("/n", { max_tries = 1 })
+        local a = c1:counter("/n", { max_tries = 1, fair = false })
         local b = c2:counter("/n")
         assert.equal(1, a:add(1))
         assert.equal(2, b:add(1))
@@ -221,8 +413,69 @@ describe("counter #zk", function()
         end
         assert.equal(200, c2:counter("/n"):get())
         assert.equal(200, adds)
-        -- every attempt either won or lost a race: nothing else happened
-        assert.equal(200 + failures, attempts)
+        -- every attempt either won or lost a race, and a won one in the line
+        -- may serve the adds queued behind it: never more writes than adds
+        assert.is_true(attempts - failures <= 200, ("%d attempts, %d lost"):format(attempts, failures))
         assert.is_true(failures > 0, "no contention at all?")
     end)
+
+    -- Starts n adder processes (`code`), lets them go at once, waits; returns
+    -- each one's output.
+    local function run_adders(code, n, args_of, timeout)
+        local dir = zk.tmpdir()
+        local tag = proc.getpid() .. "-" .. os.time() .. "-" .. math.random(1e6)
+        local go = ("%s/go-%s"):format(dir, tag)
+        local outs, pids = {}, {}
+        for i = 1, n do
+            outs[i] = ("%s/adder-%s-%d"):format(dir, tag, i)
+            pids[i] = assert(zk.spawn_lua(code, args_of(outs[i], go), outs[i] .. ".log"))
+        end
+        local ready = zk.wait_until(function()
+            for i = 1, n do
+                if not (proc.read_file(outs[i]) or ""):find("ready") then return false end
+            end
+            return true
+        end, 30)
+        if not ready then
+            for i = 1, n do proc.kill(pids[i], "KILL") end
+            error("adders did not get ready")
+        end
+        assert(proc.write_file(go, "go"))
+        for i = 1, n do
+            if not proc.wait_exit(pids[i], timeout) then
+                for j = i, n do proc.kill(pids[j], "KILL") end
+                error("adder " .. i .. " did not finish")
+            end
+        end
+        local texts = {}
+        for i = 1, n do
+            texts[i] = (proc.read_file(outs[i]) or "") .. (proc.read_file(outs[i] .. ".log") or "")
+        end
+        return texts
+    end
+
+    it("is fair: 16 processes adding for 3 s, the slowest does at least half the mean", function()
+        assert.equal(0, c1:counter("/n"):get())
+        local texts = run_adders(TIMED_ADDER, 16, function(out, go)
+            return { root, "/n", 3, out, go, "true" }
+        end, 60)
+        local counts, total, failures = {}, 0, 0
+        for i, text in ipairs(texts) do
+            assert.is_nil(text:find("error"), "adder " .. i .. " gave up: " .. text)
+            local n = tonumber(text:match("count (%d+)"))
+            assert.truthy(n, text)
+            counts[i], total = n, total + n
+            failures = failures + tonumber(text:match("stats %d+ %d+ (%d+)"))
+        end
+        local slowest = math.min(unpack(counts))
+        local mean = total / 16
+        local shown = ("counts %s, failed CAS %d"):format(table.concat(counts, " "), failures)
+        assert.is_true(total >= 16, shown)
+        assert.is_true(slowest / mean >= 0.5, ("slowest / mean %.2f: %s"):format(slowest / mean, shown))
+        assert.is_true(failures < total, "a failed compare-and-set per increment or more: " .. shown)
+        -- nothing lost, nothing twice: the adds that returned are the value
+        assert.equal(total, c2:counter("/n"):get())
+        assert.same({}, (c2:children("/n")))      -- no place left in the line
+    end)
 end)
+

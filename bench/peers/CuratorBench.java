@@ -11,7 +11,10 @@
 // AtomicValue.getStats().getOptimisticTries()). Logging goes
 // through slf4j; the driver puts slf4j-nop on the classpath, so nothing is
 // logged. Scenarios and the BENCH_SYNC / BENCH_ID / BENCH_WARMUP environment
-// contract: see bench/run.lua.
+// contract: see bench/run.lua. counter_threads: EXTRA threads (default 16)
+// in this one JVM, each with its own DistributedAtomicLong on the one
+// client (Curator's best form); thread_min= the fewest increments of a
+// thread.
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.FileReader;
@@ -103,8 +106,81 @@ public final class CuratorBench {
         return lat[(int) (p * (nlat - 1) + 0.5)] * 1000.0;
     }
 
+    private static int threads = 16;
+    private static long threadMin;
+
+    /** counter_threads: `threads` threads of this JVM, each with its own
+     *  DistributedAtomicLong on the one client, increment until `end`. */
+    private static long loopThreads(CuratorFramework client, String path, double end,
+                                    boolean measure) throws Exception {
+        final long[] ops = new long[threads];
+        final long[] failed = new long[threads];
+        final long[] failedInc = new long[threads];
+        final double[][] lats = new double[threads][];
+        final int[] nlats = new int[threads];
+        final Exception[] errs = new Exception[threads];
+        Thread[] ts = new Thread[threads];
+        for (int i = 0; i < threads; i++) {
+            final int k = i;
+            final DistributedAtomicLong counter =
+                new DistributedAtomicLong(client, path, new RetryNTimes(retryN, retryMs));
+            ts[i] = new Thread(() -> {
+                double[] l = new double[1 << 12];
+                int nl = 0;
+                try {
+                    while (mono() < end) {
+                        double t0 = mono();
+                        AtomicValue<Long> v = counter.increment();
+                        long tries = v.getStats().getOptimisticTries();
+                        double t1 = mono();
+                        if (v.succeeded()) {
+                            failed[k] += Math.max(0, tries - 1);
+                        } else {
+                            failed[k] += tries;
+                            failedInc[k]++;
+                            continue;
+                        }
+                        if (t1 <= end) {
+                            ops[k]++;
+                            if (measure) {
+                                if (nl == l.length) {
+                                    l = Arrays.copyOf(l, l.length * 2);
+                                }
+                                l[nl++] = t1 - t0;
+                            }
+                        }
+                    }
+                } catch (Exception e) {
+                    errs[k] = e;
+                }
+                lats[k] = l;
+                nlats[k] = nl;
+            });
+            ts[i].start();
+        }
+        long total = 0;
+        threadMin = Long.MAX_VALUE;
+        for (int i = 0; i < threads; i++) {
+            ts[i].join();
+            if (errs[i] != null) {
+                throw errs[i];
+            }
+            total += ops[i];
+            threadMin = Math.min(threadMin, ops[i]);
+            failedCas += failed[i];
+            failedIncrements += failedInc[i];
+            for (int j = 0; j < nlats[i]; j++) {
+                record(lats[i][j]);
+            }
+        }
+        return total;
+    }
+
     private static long loop(CuratorFramework client, String path, double end, boolean measure)
             throws Exception {
+        if (scen.equals("counter_threads")) {
+            return loopThreads(client, path, end, measure);
+        }
         long ops = 0;
         InterProcessMutex mutex = null;
         InterProcessReadWriteLock rw = null;
@@ -162,13 +238,16 @@ public final class CuratorBench {
         scen = args[0];
         String hosts = args[1], path = args[2];
         double duration = Double.parseDouble(args[3]);
-        if (!Arrays.asList("lock_uncontended", "lock_contended", "rwlock", "counter", "hold")
-                .contains(scen)) {
+        if (!Arrays.asList("lock_uncontended", "lock_contended", "rwlock", "counter", "hold",
+                           "counter_threads").contains(scen)) {
             System.out.println("error=unsupported_scenario");
             System.exit(3);
         }
         if (scen.equals("rwlock") && args.length > 4) {
             readPct = Integer.parseInt(args[4]);
+        }
+        if (scen.equals("counter_threads") && args.length > 4) {
+            threads = Integer.parseInt(args[4]);
         }
         String retry = System.getenv("BENCH_CURATOR_RETRY");
         if (retry != null && retry.contains(",")) {
@@ -216,9 +295,12 @@ public final class CuratorBench {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "ops=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f", ops, t1 - t0,
                 ops / (t1 - t0), pct(0.5), pct(0.99)));
-        if (scen.equals("counter")) {
+        if (scen.startsWith("counter")) {
             sb.append(" failed_cas=").append(failedCas);
             sb.append(" failed_increments=").append(failedIncrements);
+        }
+        if (scen.equals("counter_threads")) {
+            sb.append(" threads=").append(threads).append(" thread_min=").append(threadMin);
         }
         if (scen.equals("rwlock")) {
             sb.append(" reads=").append(reads).append(" writes=").append(writes);

@@ -7,7 +7,10 @@ defaults, as a kazoo user would: Lock, ReadLock/WriteLock, Counter (whose
 retries go through the client's command retry: 0.1 s first delay, doubling,
 +-40% jitter). On kazoo < 2.9 the ReadLock gets upstream's deadlock fix
 (see FixedReadLock): without it the rwlock row deadlocks within a second. Scenarios and the BENCH_SYNC / BENCH_ID / BENCH_WARMUP
-environment contract: see bench/run.lua.
+environment contract: see bench/run.lua. counter_threads: EXTRA threads
+(default 16) of this one process, each with its own Counter on the one
+client (kazoo's best form: one session per process); thread_min= the fewest
+increments of a thread.
 """
 import faulthandler
 import logging
@@ -16,6 +19,7 @@ import random
 import re
 import signal
 import sys
+import threading
 import time
 
 import kazoo.version
@@ -31,12 +35,14 @@ class CountingCounter(Counter):
     (each one raises ForceRetryError into the client's retry loop)."""
 
     failed_cas = 0
+    _lock = threading.Lock()    # counter_threads: threads count together
 
     def _inner_change(self, value):
         try:
             return Counter._inner_change(self, value)
         except ForceRetryError:
-            CountingCounter.failed_cas += 1
+            with CountingCounter._lock:
+                CountingCounter.failed_cas += 1
             raise
 
 
@@ -113,10 +119,12 @@ def main():
         return 2
     scen, hosts, path, duration = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     extra = sys.argv[5] if len(sys.argv) > 5 else None
-    if scen not in ("lock_uncontended", "lock_contended", "rwlock", "counter", "hold"):
+    if scen not in ("lock_uncontended", "lock_contended", "rwlock", "counter", "hold",
+                    "counter_threads"):
         print("error=unsupported_scenario")
         return 3
     read_pct = int(extra) if scen == "rwlock" and extra else 90
+    nthreads = int(extra) if scen == "counter_threads" and extra else 16
     warmup = float(os.environ.get("BENCH_WARMUP", "0.5"))
     logging.basicConfig(level=logging.ERROR)
     # kill -USR1 <pid> dumps every thread's stack to stderr (for a hang).
@@ -140,7 +148,37 @@ def main():
     patched = scen == "rwlock" and kazoo_needs_readlock_fix()
     stats = {"reads": 0, "writes": 0}
 
+    def loop_threads(p, end, measure, lat):
+        """counter_threads: nthreads threads of this process, each with its
+        own Counter on the one client, increment until `end`."""
+        counts = [0] * nthreads
+        lats = [[] for _ in range(nthreads)]
+
+        def work(k):
+            counter = CountingCounter(zk, p, default=0)
+            while time.monotonic() < end:
+                t0 = time.monotonic()
+                counter += 1
+                t1 = time.monotonic()
+                if t1 <= end:
+                    counts[k] += 1
+                    if measure:
+                        lats[k].append(t1 - t0)
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(nthreads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        stats["thread_min"] = min(counts)
+        if measure:
+            for l in lats:
+                lat.extend(l)
+        return sum(counts)
+
     def loop(p, end, measure, lat):
+        if scen == "counter_threads":
+            return loop_threads(p, end, measure, lat)
         ops = 0
         if scen == "counter":
             counter = CountingCounter(zk, p, default=0)
@@ -170,7 +208,7 @@ def main():
         return ops
 
     try:
-        zk.create(path, b"0" if scen == "counter" else b"")
+        zk.create(path, b"0" if scen.startswith("counter") else b"")
     except NodeExistsError:
         pass
     if warmup > 0:
@@ -187,8 +225,10 @@ def main():
     r, h = rss()
     line = "ops=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f" % (
         ops, t1 - t0, ops / (t1 - t0), pct(lat, 0.5), pct(lat, 0.99))
-    if scen == "counter":
+    if scen.startswith("counter"):
         line += " failed_cas=%d" % CountingCounter.failed_cas
+    if scen == "counter_threads":
+        line += " threads=%d thread_min=%d" % (nthreads, stats["thread_min"])
     if scen == "rwlock":
         line += " reads=%d writes=%d patched_readlock=%d" % (
             stats["reads"], stats["writes"], 1 if patched else 0)

@@ -11,6 +11,8 @@
 -- counter object and loop add(1). A wait inside a spawned coroutine yields
 -- to the others, so while one compare-and-set is in flight the other adds
 -- queue and the next write carries their sum (the counter's combining).
+-- counter_fast and counter_coroutines_fast: the same with the counter's
+-- fair = false (the last winner writes again at once).
 local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
 package.cpath = root .. "/lua/?.so;" .. package.cpath
@@ -33,7 +35,8 @@ local function wall()
 end
 
 local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = true,
-                    counter = true, counter_coroutines = true, hold = true }
+                    counter = true, counter_coroutines = true, hold = true,
+                    counter_fast = true, counter_coroutines_fast = true }
 
 local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
 if not (scen and hosts and path and duration) then
@@ -45,7 +48,10 @@ if not SCENARIOS[scen] then
     os.exit(3)
 end
 local read_pct = scen == "rwlock" and tonumber(extra) or 90
-local ncoroutines = scen == "counter_coroutines" and tonumber(extra) or 32
+local coroutines = scen:match("^counter_coroutines") ~= nil
+local ncoroutines = coroutines and tonumber(extra) or 32
+-- counter_fast, counter_coroutines_fast: the counter with fair = false
+local counter_opts = { fair = scen:match("_fast$") == nil }
 local warmup = tonumber(os.getenv("BENCH_WARMUP") or "0.5")
 local id = os.getenv("BENCH_ID") or "0"
 
@@ -125,13 +131,13 @@ local counter_objs = {}
 
 -- One cycle of the scenario on the given objects; returns true when done.
 local function make_cycle(p)
-    if scen == "counter" or scen == "counter_coroutines" then
-        local ctr = c:counter(p)
+    if scen:match("^counter") then
+        local ctr = c:counter(p, counter_opts)
         counter_objs[#counter_objs + 1] = ctr
         return function()
-            local v, err = ctr:add(1)
+            local v, err, detail = ctr:add(1)
             if v == nil then
-                die("add", err)
+                die("add", tostring(err) .. (detail and (":" .. tostring(detail):gsub("%s", "_")) or ""))
             end
         end
     elseif scen == "rwlock" then
@@ -201,7 +207,7 @@ end
 
 local function run(p, end_t, measure)
     local cycle = make_cycle(p)
-    if scen == "counter_coroutines" then
+    if coroutines then
         return loop_coroutines(cycle, end_t, measure, ncoroutines)
     end
     return loop(cycle, end_t, measure)
@@ -238,7 +244,7 @@ if scen:match("^counter") then
     end
     parts[#parts + 1] = ("failed_cas=%d"):format(failed)
 end
-if scen == "counter_coroutines" then
+if coroutines then
     parts[#parts + 1] = ("coroutines=%d waiter=%s"):format(ncoroutines, waiter.name or "?")
 end
 if scen == "rwlock" then
