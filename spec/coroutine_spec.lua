@@ -83,4 +83,26 @@ describe("spawned coroutines #zk", function()
         assert.matches("boom", table.concat(logged, "\n"))
         assert.has_error(function() lc:spawn(42) end)
     end)
+    -- A wait whose event is set in the same pass of run() in which its
+    -- deadline passes used to be resumed twice: its next wait returned at
+    -- once, as a timeout.
+    it("resume a coroutine once when its event is set as its wait times out", function()
+        local proc = require "helpers.proc"
+        local w = c:waiter()
+        local ev = w:event()
+        local second_took
+        c:spawn(function()
+            ev:wait(0.05)
+            local t = proc.now()
+            w:event():wait(0.2)
+            second_took = proc.now() - t
+        end)
+        c:spawn(function()
+            local t = proc.now() + 0.06
+            while proc.now() < t do end     -- past the other's deadline, then set
+            ev:set()
+        end)
+        assert.is_true(c:run(5))
+        assert.is_true(second_took >= 0.19, "the next wait ended after " .. second_took .. " s")
+    end)
 end)

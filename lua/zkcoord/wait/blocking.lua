@@ -55,6 +55,11 @@ function Event:set()
     if co then
         self.co = nil
         local w = self.waiter
+        -- Woken: no longer waiting, so run()'s deadline scan cannot queue
+        -- it a second time in the same pass.
+        if w.tasks[co] then
+            w.tasks[co] = true
+        end
         w.ready[#w.ready + 1] = co
     end
 end
