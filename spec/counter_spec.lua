@@ -297,8 +297,8 @@ describe("counter #zk", function()
         assert.equal(4, a:add(1))     -- fast write, its reply shows 1 child
         local done
         c1:spawn(function() done = { a:add(1) } end)
-        c1:run(0.3)
-        assert.is_nil(done)          -- waits behind e1
+        c1:run(0.05)
+        assert.is_nil(done)          -- waits behind e1 (for at most 0.1 s of a still counter)
         local e2 = entry(10)          -- behind a's entry
         assert(c2:delete(e1))         -- e1 leaves unserved: a is the head
         assert.truthy(zk.wait_until(function() c1:run(0.05) return done ~= nil end, 5, c1))
@@ -310,6 +310,24 @@ describe("counter #zk", function()
         assert.same({}, (c1:children("/n")))
         assert.equal(16, a:add(1))    -- the line was empty: fast again
         assert.same({ adds = 5, cas_attempts = 6, cas_failures = 1 }, a:stats())
+    end)
+
+    -- A waiting entry whose owner died stays until its session expires: the
+    -- adds behind it must not wait for that (they did: a whole session
+    -- timeout), only for a still counter of 0.1 s (stall = max(0.1, 5 turns)).
+    it("fair: a dead process's waiting entry delays the next add 0.1 s, not a session", function()
+        local a, b = c1:counter("/d"), c2:counter("/d")
+        assert.equal(1, a:add(1))
+        assert.equal(2, b:add(1))
+        local dead = assert(c2:create("/d/_c_" .. require("zkcoord.core").uuid() .. "-d7-add-",
+                                      "d7", { ephemeral = true, sequential = true }))
+        assert.equal(3, b:add(1))     -- its reply shows the waiting entry
+        local t0 = c1:waiter():now()
+        assert.equal(4, a:add(1))     -- a lost race: queued behind the entry that never moves
+        local waited = c1:waiter():now() - t0
+        assert.is_true(waited >= 0.09 and waited < 2, "waited " .. waited .. " s")
+        assert.equal("d7", (c2:get(dead)))    -- never served: its add is not ours to apply
+        assert(c2:delete(dead))
     end)
 
     it("fair = true: the head keeps writing for its turn; an idle turn is ended by the next", function()

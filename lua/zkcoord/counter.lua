@@ -521,6 +521,12 @@ function _M:_add_in_line(delta)
     local listed            -- that listing: entries in sequence order
     local idle = max(0.005, o.turn / 2)
     local idle_since, idle_version, idle_pred    -- a predecessor in its turn, seen still
+    -- Nobody ahead moves (a dead process's waiting entry, until its session
+    -- expires; or a slow one): after `stall` seconds of a still counter we
+    -- go on as the head. Versioned writes keep the counter exact whoever
+    -- writes; only the order bends, and only then.
+    local stall = max(0.1, 5 * o.turn)
+    local stall_since, stall_version, stall_pred
     while true do
         local ev = w:event()
         local wake = waker(ev)
@@ -582,8 +588,21 @@ function _M:_add_in_line(delta)
                 end
                 ev:wait(min(idle, left()))
             end
-        elseif not ev:wait(left()) then
-            return self:_leave(node, "timeout", "waited too long for our turn")
+        else
+            local t = w:now()
+            if stall_since and stall_version == vstat.version and stall_pred == pred.name
+                    and t - stall_since >= stall then
+                newpred, stall_since = nil, nil      -- on as the head
+            else
+                if not (stall_since and stall_version == vstat.version
+                        and stall_pred == pred.name) then
+                    stall_since, stall_version, stall_pred = t, vstat.version, pred.name
+                end
+                if left() == 0 then
+                    return self:_leave(node, "timeout", "waited too long for our turn")
+                end
+                ev:wait(min(stall, left()))
+            end
         end
         if newpred == nil then      -- the head
             local cur, derr, ddetail = decode(self, data)
