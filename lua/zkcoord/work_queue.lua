@@ -382,6 +382,20 @@ local function claimed(self)
 end
 
 
+-- true while the claim is ours; else nil, "notheld" (given back already)
+-- or nil, "lost" (it went with our session).
+local function check_claim(self)
+    if not self.claim then
+        return nil, "notheld"
+    end
+    if not claimed(self) then
+        self.claim = nil
+        return nil, "lost"
+    end
+    return true
+end
+
+
 -- The claim is gone: forget it here and in the client's registry.
 local function let_go(self)
     self.queue.client:_disown(self.claim)
@@ -396,12 +410,9 @@ end
 ---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
 function Item:ack()
     check_item(self, "ack")
-    if not self.claim then
-        return nil, "notheld"
-    end
-    if not claimed(self) then
-        self.claim = nil
-        return nil, "lost"
+    local held, why = check_claim(self)
+    if not held then
+        return nil, why
     end
     local client = self.queue.client
     local res, err = client:multi {
@@ -418,12 +429,9 @@ end
 ---@return true|nil ok, string? err "lost" | "notheld" | a code
 function Item:release()
     check_item(self, "release")
-    if not self.claim then
-        return nil, "notheld"
-    end
-    if not claimed(self) then
-        self.claim = nil
-        return nil, "lost"
+    local held, why = check_claim(self)
+    if not held then
+        return nil, why
     end
     local ok, err = self.queue.client:delete(self.claim)
     if not ok and err ~= "nonode" then
