@@ -108,9 +108,31 @@ public final class CuratorBench {
 
     private static int threads = 16;
     private static long threadMin;
+    private static String hostsArg;
+    private static CuratorFramework[] threadClients;   // lock_threads, rwlock_threads
+
+    /** One session per thread for the lock rows (made once, before the
+     *  barrier): the process rows' topology, with threads for processes. */
+    private static CuratorFramework threadClient(int k) throws Exception {
+        if (threadClients == null) {
+            threadClients = new CuratorFramework[threads];
+        }
+        if (threadClients[k] == null) {
+            CuratorFramework c = CuratorFrameworkFactory.newClient(hostsArg, 10000, 15000,
+                    new ExponentialBackoffRetry(100, 3));
+            c.start();
+            if (!c.blockUntilConnected(30, TimeUnit.SECONDS)) {
+                throw new Exception("thread client did not connect");
+            }
+            threadClients[k] = c;
+        }
+        return threadClients[k];
+    }
 
     /** counter_threads: `threads` threads of this JVM, each with its own
-     *  DistributedAtomicLong on the one client, increment until `end`. */
+     *  DistributedAtomicLong on the one client, increment until `end`.
+     *  lock_threads / rwlock_threads: each thread its own session and its
+     *  own InterProcessMutex / InterProcessReadWriteLock (readPct reads). */
     private static long loopThreads(CuratorFramework client, String path, double end,
                                     boolean measure) throws Exception {
         final long[] ops = new long[threads];
@@ -122,14 +144,39 @@ public final class CuratorBench {
         Thread[] ts = new Thread[threads];
         for (int i = 0; i < threads; i++) {
             final int k = i;
-            final DistributedAtomicLong counter =
-                new DistributedAtomicLong(client, path, new RetryNTimes(retryN, retryMs));
+            final boolean counting = scen.equals("counter_threads");
+            final DistributedAtomicLong counter = counting
+                ? new DistributedAtomicLong(client, path, new RetryNTimes(retryN, retryMs)) : null;
+            final InterProcessMutex mutex = scen.equals("lock_threads")
+                ? new InterProcessMutex(threadClient(k), path) : null;
+            final InterProcessReadWriteLock rw = scen.equals("rwlock_threads")
+                ? new InterProcessReadWriteLock(threadClient(k), path) : null;
+            final Random trng = new Random(ProcessHandle.current().pid() * 31 + k);
             ts[i] = new Thread(() -> {
                 double[] l = new double[1 << 12];
                 int nl = 0;
                 try {
                     while (mono() < end) {
                         double t0 = mono();
+                        if (!counting) {
+                            InterProcessMutex m = mutex;
+                            if (rw != null) {
+                                m = trng.nextInt(100) < readPct ? rw.readLock() : rw.writeLock();
+                            }
+                            m.acquire();
+                            m.release();    // the critical section is empty
+                            double t1 = mono();
+                            if (t1 <= end) {
+                                ops[k]++;
+                                if (measure) {
+                                    if (nl == l.length) {
+                                        l = Arrays.copyOf(l, l.length * 2);
+                                    }
+                                    l[nl++] = t1 - t0;
+                                }
+                            }
+                            continue;
+                        }
                         AtomicValue<Long> v = counter.increment();
                         long tries = v.getStats().getOptimisticTries();
                         double t1 = mono();
@@ -178,7 +225,7 @@ public final class CuratorBench {
 
     private static long loop(CuratorFramework client, String path, double end, boolean measure)
             throws Exception {
-        if (scen.equals("counter_threads")) {
+        if (scen.endsWith("_threads")) {
             return loopThreads(client, path, end, measure);
         }
         long ops = 0;
@@ -239,16 +286,17 @@ public final class CuratorBench {
         String hosts = args[1], path = args[2];
         double duration = Double.parseDouble(args[3]);
         if (!Arrays.asList("lock_uncontended", "lock_contended", "rwlock", "counter", "hold",
-                           "counter_threads").contains(scen)) {
+                           "counter_threads", "lock_threads", "rwlock_threads").contains(scen)) {
             System.out.println("error=unsupported_scenario");
             System.exit(3);
         }
         if (scen.equals("rwlock") && args.length > 4) {
             readPct = Integer.parseInt(args[4]);
         }
-        if (scen.equals("counter_threads") && args.length > 4) {
+        if (scen.endsWith("_threads") && args.length > 4) {
             threads = Integer.parseInt(args[4]);
         }
+        hostsArg = hosts;
         String retry = System.getenv("BENCH_CURATOR_RETRY");
         if (retry != null && retry.contains(",")) {
             retryN = Integer.parseInt(retry.split(",")[0].trim());
@@ -299,7 +347,7 @@ public final class CuratorBench {
             sb.append(" failed_cas=").append(failedCas);
             sb.append(" failed_increments=").append(failedIncrements);
         }
-        if (scen.equals("counter_threads")) {
+        if (scen.endsWith("_threads")) {
             sb.append(" threads=").append(threads).append(" thread_min=").append(threadMin);
         }
         if (scen.equals("rwlock")) {
@@ -308,6 +356,13 @@ public final class CuratorBench {
         sb.append(" rss_kb=").append(r[0]).append(" hwm_kb=").append(r[1]);
         System.out.println(sb);
         System.out.flush();
+        if (threadClients != null) {
+            for (CuratorFramework c : threadClients) {
+                if (c != null) {
+                    c.close();
+                }
+            }
+        }
         client.close();
         System.exit(0);
     }

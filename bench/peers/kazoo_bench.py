@@ -120,11 +120,11 @@ def main():
     scen, hosts, path, duration = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     extra = sys.argv[5] if len(sys.argv) > 5 else None
     if scen not in ("lock_uncontended", "lock_contended", "rwlock", "counter", "hold",
-                    "counter_threads"):
+                    "counter_threads", "lock_threads", "rwlock_threads"):
         print("error=unsupported_scenario")
         return 3
     read_pct = int(extra) if scen == "rwlock" and extra else 90
-    nthreads = int(extra) if scen == "counter_threads" and extra else 16
+    nthreads = int(extra) if scen.endswith("_threads") and extra else 16
     warmup = float(os.environ.get("BENCH_WARMUP", "0.5"))
     logging.basicConfig(level=logging.ERROR)
     # kill -USR1 <pid> dumps every thread's stack to stderr (for a hang).
@@ -148,17 +148,42 @@ def main():
     patched = scen == "rwlock" and kazoo_needs_readlock_fix()
     stats = {"reads": 0, "writes": 0}
 
+    thread_clients = []    # lock_threads, rwlock_threads: a session per thread
+
+    def thread_client(k):
+        while len(thread_clients) <= k:
+            c = KazooClient(hosts=hosts, timeout=10.0)
+            c.start(timeout=30)
+            thread_clients.append(c)
+        return thread_clients[k]
+
     def loop_threads(p, end, measure, lat):
         """counter_threads: nthreads threads of this process, each with its
-        own Counter on the one client, increment until `end`."""
+        own Counter on the one client, increment until `end`. lock_threads /
+        rwlock_threads: each thread its own session and its own Lock (or
+        ReadLock/WriteLock, read_pct reads)."""
         counts = [0] * nthreads
         lats = [[] for _ in range(nthreads)]
+        clients = [thread_client(k) for k in range(nthreads)] if scen != "counter_threads" else []
 
         def work(k):
-            counter = CountingCounter(zk, p, default=0)
+            trng = random.Random(os.getpid() * 31 + k)
+            if scen == "counter_threads":
+                counter = CountingCounter(zk, p, default=0)
+            elif scen == "lock_threads":
+                lock = Lock(clients[k], p)
+            else:
+                rl = (FixedReadLock if kazoo_needs_readlock_fix() else ReadLock)(clients[k], p)
+                wl = WriteLock(clients[k], p)
             while time.monotonic() < end:
                 t0 = time.monotonic()
-                counter += 1
+                if scen == "counter_threads":
+                    counter += 1
+                else:
+                    lk = lock if scen == "lock_threads" else (
+                        rl if trng.randrange(100) < read_pct else wl)
+                    lk.acquire()
+                    lk.release()
                 t1 = time.monotonic()
                 if t1 <= end:
                     counts[k] += 1
@@ -177,7 +202,7 @@ def main():
         return sum(counts)
 
     def loop(p, end, measure, lat):
-        if scen == "counter_threads":
+        if scen.endswith("_threads"):
             return loop_threads(p, end, measure, lat)
         ops = 0
         if scen == "counter":
@@ -227,7 +252,7 @@ def main():
         ops, t1 - t0, ops / (t1 - t0), pct(lat, 0.5), pct(lat, 0.99))
     if scen.startswith("counter"):
         line += " failed_cas=%d" % CountingCounter.failed_cas
-    if scen == "counter_threads":
+    if scen.endswith("_threads"):
         line += " threads=%d thread_min=%d" % (nthreads, stats["thread_min"])
     if scen == "rwlock":
         line += " reads=%d writes=%d patched_readlock=%d" % (
@@ -235,6 +260,9 @@ def main():
     line += " rss_kb=%d hwm_kb=%d" % (r, h)
     print(line)
     sys.stdout.flush()
+    for c in thread_clients:
+        c.stop()
+        c.close()
     zk.stop()
     zk.close()
     return 0
