@@ -73,6 +73,16 @@ for _, name in ipairs({ "election", "semaphore", "barrier", "custom_recipe", "wo
     end
 end
 
+-- The zkcoord command: a cron job that must run once across hosts. Three
+-- "hosts" start it at the same moment; exactly one runs it, the others
+-- exit 75 at once.
+run("zkcoord lock: three hosts start the nightly job, one runs it", [[sh -c '
+out=$(for h in a b c; do
+        luajit bin/zkcoord --servers "$ZK_HOSTS" lock --timeout 0 /zkcoord-demo/nightly -- \
+            sh -c "echo host $h runs the nightly job; sleep 1" &
+      done; wait)
+echo "$out"; test "$(echo "$out" | grep -c runs)" = 1']])
+
 srv:destroy()
 print(("\n== ZooKeeper stopped; %d example(s) failed"):format(failures))
 os.exit(failures == 0 and 0 or 1)

@@ -359,20 +359,20 @@ describe("zkcoord command #zk", function()
             assert.are.equal(base, out)
         end)
 
-        it("excludes: runs of two processes never overlap, tokens grow", function()
+        it("excludes: 4 concurrent wrappers never overlap, tokens grow", function()
             local p = root .. "/mutex"
             local log = tmpfile("mutex.log")
             local body = ('echo "start $ZKCOORD_FENCING_TOKEN $(date +%%s.%%N)" >> %s; sleep 0.2; '
                           .. 'echo "end $(date +%%s.%%N)" >> %s'):format(log, log)
             local hs = {}
-            for i = 1, 3 do
+            for i = 1, 4 do
                 hs[i] = start({ "lock", p, "--", "sh", "-c", body .. "; " .. body })
             end
-            for i = 1, 3 do
+            for i = 1, 4 do
                 assert.are.equal(0, (hs[i].wait(20)))
             end
             local l = lines(proc.read_file(log))
-            assert.are.equal(12, #l)
+            assert.are.equal(16, #l)
             local last_end, last_token = 0, -1
             for k = 1, #l, 2 do
                 local token, t0 = l[k]:match("^start (%d+) ([%d%.]+)$")
@@ -384,6 +384,21 @@ describe("zkcoord command #zk", function()
                 assert.is_true(token >= last_token, "token went down")
                 last_end, last_token = t1, token
             end
+        end)
+
+        it("a SIGKILLed wrapper's lock passes on once its session expires", function()
+            local p = root .. "/killed"
+            local a = start({ "--session-timeout", "2", "lock", p, "--", "sleep", "6" })
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            local b = start({ "lock", p, "--", "true" })
+            assert.truthy(wait_locks(p, 2))
+            proc.kill(a.pid, "KILL")
+            local rc = b.wait(20)
+            local took = proc.now() - t0
+            assert.are.equal(0, rc)
+            -- not at once (the dead holder's session had to expire), within it and a margin
+            assert.is_true(took >= 1.5 and took < 10, ("the lock passed on after %.2f s"):format(took))
         end)
 
         it("exits 75 when not acquired within --timeout, without running CMD or leaving a node",
@@ -600,6 +615,38 @@ describe("zkcoord command #zk", function()
             local tb = tonumber(l[3]:match("^B start (%d+)$"))
             assert.are.equal("B end", l[4])
             assert.is_true(tb > ta)
+        end)
+
+        it("elect: one CMD among 3 wrappers; the next starts once the leader is SIGKILLed",
+           function()
+            local p = root .. "/e3"
+            local log = tmpfile("elect3.log")
+            local go = tmpfile("go3")
+            local function cmd(id)
+                return { "--session-timeout", "2", "elect", "--id", id, p, "--", "sh", "-c",
+                         ('echo "%s start" >> %s; while [ ! -e %s ]; do sleep 0.05; done')
+                             :format(id, log, go) }
+            end
+            local hs = { start(cmd("A")) }
+            assert.truthy(wait_locks(p, 1))
+            hs[2], hs[3] = start(cmd("B")), start(cmd("C"))
+            assert.truthy(wait_locks(p, 3))
+            assert.truthy(zk.wait_until(function()
+                return (proc.read_file(log) or ""):find("A start", 1, true)
+            end, 5))
+            proc.sleep(0.5)
+            assert.are.same({ "A start" }, lines(proc.read_file(log)))    -- exactly one runs
+            proc.kill(hs[1].pid, "KILL")
+            assert.truthy(zk.wait_until(function()
+                return #lines(proc.read_file(log)) >= 2
+            end, 15), "no successor started")
+            proc.sleep(0.5)
+            local l = lines(proc.read_file(log))
+            assert.are.equal(2, #l)                                          -- one successor
+            assert.are.equal("B start", l[2])                               -- in line order
+            assert(proc.write_file(go, ""))
+            assert.are.equal(0, (hs[2].wait(10)))
+            assert.are.equal(0, (hs[3].wait(15)))
         end)
 
         it("exits 71 and stops CMD when leadership is lost", function()
