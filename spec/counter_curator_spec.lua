@@ -35,6 +35,7 @@ for _ = 1, tonumber(n) do
         break
     end
     print("v " .. ("%d"):format(v))
+    c:waiter():sleep(0.005)   -- spread over 0.5 s: the JVM's threads start later than we do
 end
 print("done")
 c:close()

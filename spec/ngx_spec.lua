@@ -904,7 +904,7 @@ describe("ngx #zk #ngx", function()
         local old = R:worker_pids()
         assert(R:reload())
         assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 5),
-                      "old workers still alive 5 s after HUP")
+                      "old workers still alive 5 s after HUP\n" .. R:log_tail(40))
         holder:release()
         assert.truthy(zk.wait_until(function()
             return lock_children(admin, root .. "/ab") == 0

@@ -511,8 +511,18 @@ end
 -- A waiter whose client closed its connection is woken: its wait fails as
 -- a timeout would, and the recipe leaves the line.
 function _M:_reap()
+    local exiting = ngx.worker.exiting()
     for ev in pairs(self.live) do
-        if not ev.is_set then
+        if ev.is_set then
+            -- Set, but its coroutine may never resume (its request was
+            -- aborted right after the set): while the worker exits, it no
+            -- longer counts as waiting, or the exit drain would never end.
+            -- Its nodes go with its request's scope.
+            if exiting and ev.sema:count() >= 0 then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+            end
+        else
             if ev.sema:count() >= 0 then
                 self.live[ev] = nil
                 self.waiting = self.waiting - 1
