@@ -171,6 +171,7 @@ end
 function Event:set()
     if not self.is_set then
         self.is_set = true
+        self.set_at = ngx.now()
         self.waiter.sets = self.waiter.sets + 1
         self.sema:post(1)
     end
@@ -514,13 +515,21 @@ function _M:_reap()
     local exiting = ngx.worker.exiting()
     for ev in pairs(self.live) do
         if ev.is_set then
-            -- Set, but its coroutine may never resume (its request was
-            -- aborted right after the set): while the worker exits, it no
-            -- longer counts as waiting, or the exit drain would never end.
-            -- Its nodes go with its request's scope.
-            if exiting and ev.sema:count() >= 0 then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
+            -- Set, but its coroutine may never resume: its request was
+            -- aborted just after the set (a reply arriving after the
+            -- abort). While the worker exits it no longer counts as
+            -- waiting (or the exit drain would never end); a live
+            -- coroutine resumes within a loop iteration, so one still not
+            -- resumed a second after the set is gone: its positions leave.
+            if ev.sema:count() >= 0 then
+                local stale = ev.set_at and ngx.now() - ev.set_at > 1
+                if exiting or stale then
+                    self.live[ev] = nil
+                    self.waiting = self.waiting - 1
+                    if stale and ctx_ref and ev.co then
+                        self:_abandoned(ev.co)
+                    end
+                end
             end
         else
             if ev.sema:count() >= 0 then
