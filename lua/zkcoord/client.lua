@@ -655,7 +655,7 @@ function _M.connect(opts)
     if not ok then
         return nil, err, detail
     end
-    local connected = self:_wait_state(function(st) return st == "connected" end,
+    local connected = self:wait_state(function(st) return st == "connected" end,
                                        o.connect_timeout)
     if not connected then
         local state = self._state
@@ -893,7 +893,7 @@ end
 
 
 --- Waits (bounded) until pred(state) is true. Returns true if it is.
-function _M:_wait_state(pred, timeout)
+function _M:wait_state(pred, timeout)
     local deadline = now() + (timeout or self._request_timeout)
     while not pred(self._state) do
         if self._closed then
@@ -1005,7 +1005,7 @@ function _M:_retrying_until(deadline, send_op, a, b, c, last_err)
             self._waiter:sleep(pause)
         end
         delay = min(delay * 2, rp.max_delay)
-        self:_wait_state(connected_or_closed, deadline and deadline - now())
+        self:wait_state(connected_or_closed, deadline and deadline - now())
     end
 end
 
@@ -1341,9 +1341,9 @@ end
 -- writes never retry blindly: a lost reply may hide a write that happened.
 local READS = { exists = true, get = true, children = true, get_acl = true, sync = true }
 
---- Internal, for recipes: read `op` (a READS name) as the sync method does,
+--- Contract, for recipes: read `op` (a READS name) as the sync method does,
 --- but give up with "timeout" at `deadline` (nil: the retry policy only).
-function _M:_read_until(deadline, op, a, b, c)
+function _M:read_until(deadline, op, a, b, c)
     return self:_retrying_until(deadline, send[op], a, b, c)
 end
 
@@ -1431,8 +1431,8 @@ end
 -- replaces a lost one, the lost one's nodes are deleted at once instead of
 -- blocking every other contender until the server expires that session.
 
---- Internal, for recipes: `path` was created by this session for `q`.
-function _M:_own(path, q)
+--- Contract, for recipes: `path` was created by this session for `q`.
+function _M:own_node(path, q)
     local e = { serial = self._serial, q = q }
     self._owned[path] = e
     local w = self._waiter
@@ -1442,9 +1442,9 @@ function _M:_own(path, q)
 end
 
 
---- Internal, for recipes: `path` was deleted or is being deleted. A node
+--- Contract, for recipes: `path` was deleted or is being deleted. A node
 --- of an earlier session stays listed until the new session deletes it.
-function _M:_disown(path)
+function _M:disown_node(path)
     local e = self._owned[path]
     if e and e.serial == self._serial then
         self._owned[path] = nil
@@ -1523,7 +1523,7 @@ end
 function _M:wait_connected(timeout)
     check_self(self, "wait_connected")
     check_timeout(timeout, "wait_connected", 1)
-    if self:_wait_state(function(st) return st == "connected" or st == "closed" end, timeout)
+    if self:wait_state(function(st) return st == "connected" or st == "closed" end, timeout)
             and self._state == "connected" then
         return true
     end
@@ -1666,6 +1666,35 @@ end
 function _M:waiter()
     check_self(self, "waiter")
     return self._waiter
+end
+
+
+-- ---------------------------------------------------------------------------
+-- The contract with what builds on the client (recipes, the waiting-line
+-- engine, waiters), beyond the operations: these and `read_until`,
+-- `wait_state`, `own_node`, `disown_node`. Nothing outside this module
+-- reads or writes a client's `_` fields.
+
+--- Serial number of the current session: it grows by one each time a new
+--- session replaces a lost one, so a recipe can tell whether a node it
+--- created belongs to the session that is live now.
+---@return integer
+function _M:serial()
+    return self._serial
+end
+
+
+--- True once `close()` was called.
+---@return boolean
+function _M:is_closed()
+    return self._closed
+end
+
+
+--- The bound in seconds of one synchronous operation (`request_timeout`).
+---@return number
+function _M:request_timeout()
+    return self._request_timeout
 end
 
 

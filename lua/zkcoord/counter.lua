@@ -409,7 +409,7 @@ function _M:_update_fast(compute, no_line)
                 if try < o.max_tries then
                     delay = backoff(self, delay)
                 end
-            elseif UNKNOWN[serr] and not client._closed then
+            elseif UNKNOWN[serr] and not client:is_closed() then
                 if self:_applied(version, data) ~= false then
                     return nil, serr, "the write may or may not have been applied"
                 end
@@ -661,7 +661,7 @@ function _M:_add_in_line(delta)
                                        ("gave up after %d attempts"):format(o.max_tries))
                 end
                 delay = backoff(self, delay)
-            elseif UNKNOWN[merr] and not client._closed then
+            elseif UNKNOWN[merr] and not client:is_closed() then
                 if self:_applied(vstat.version, ops[1].data) ~= false then
                     client:delete_guaranteed(node, 0)
                     return nil, merr, "the write may or may not have been applied"
@@ -718,7 +718,7 @@ function _M:_add_in_turn(compute)
     client:delete_guaranteed(turn.node, 1)    -- if it is still there, in our turn
     if cas_err == "badversion" then
         st.cas_failures = st.cas_failures + 1
-    elseif UNKNOWN[merr] and not client._closed then
+    elseif UNKNOWN[merr] and not client:is_closed() then
         if self:_applied(version, data) ~= false then
             return nil, merr, "the write may or may not have been applied"
         end
@@ -842,7 +842,7 @@ function _M:add(delta)
     local queued = self._joiners
     queued[#queued + 1] = slot
     local o = self._opts
-    local bound = o.timeout + o.max_tries * (self.client._request_timeout + o.max_delay)
+    local bound = o.timeout + o.max_tries * (self.client:request_timeout() + o.max_delay)
     while not slot.ev:wait(bound) do
         if not slot.taken then
             -- Never written: leave the queue, nothing happened.

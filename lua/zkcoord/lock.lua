@@ -95,7 +95,7 @@ function _M:_owner()
     if o ~= nil then
         return o
     end
-    local w = self.client._waiter
+    local w = self.client:waiter()
     if w.owner then
         o = w.owner()
         if o ~= nil then

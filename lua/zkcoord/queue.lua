@@ -289,7 +289,7 @@ end
 -- Is our node still ours? An ephemeral node lives as long as the session
 -- that created it; a persistent one until someone deletes it.
 local function owned(self)
-    return self.persistent or self._serial == self.client._serial
+    return self.persistent or self._serial == self.client:serial()
 end
 
 
@@ -299,7 +299,7 @@ function _M:_forget()
     local node = self._node
     self._node, self._name, self._stat, self._through = nil, nil, nil, false
     if node then
-        self.client:_disown(node)
+        self.client:disown_node(node)
     end
     return node
 end
@@ -324,10 +324,10 @@ function _M:is_through()
     check_self(self, "is_through")
     local c = self.client
     if self.persistent then
-        return self._through and not c._closed
+        return self._through and not c:is_closed()
     end
-    return self._through and self._serial == c._serial
-           and c._state ~= "lost" and c._state ~= "closed"
+    return self._through and self._serial == c:serial()
+           and c:state() ~= "lost" and c:state() ~= "closed"
 end
 
 
@@ -471,7 +471,7 @@ function _M:_rewatch_when_connected(node)
             self:_lost("sessionexpired")
         end
     end)
-    if client._state == "connected" and owned(self) then
+    if client:state() == "connected" and owned(self) then
         -- Already back (or never left): no transition will come.
         client:remove_listener(listener)
         self:_watch_own()
@@ -524,7 +524,7 @@ end
 function _M:_find_own(prefix, deadline)
     local client = self.client
     deadline = self:_read_deadline(deadline)
-    local names, err = client:_read_until(deadline, "children", self.path)
+    local names, err = client:read_until(deadline, "children", self.path)
     if not names then
         return nil, err
     end
@@ -532,7 +532,7 @@ function _M:_find_own(prefix, deadline)
     for _, name in ipairs(names) do
         if sub(name, 1, #prefix) == prefix then
             local path = (self.path == "/" and "" or self.path) .. "/" .. name
-            local stat, serr = client:_read_until(deadline, "exists", path)
+            local stat, serr = client:read_until(deadline, "exists", path)
             if stat and (stat.ephemeral_owner == sid
                          or (self.persistent and not stat.ephemeral_owner)) then
                 return path, stat, names
@@ -598,7 +598,7 @@ function _M:_delete_by_prefix(prefix, serial)
                 client:send("exists", path):on_done(function(stat, serr)
                     if stat and persistent and not stat.ephemeral_owner then
                         client:delete_guaranteed(path, nil, true)
-                    elseif stat and client._serial == serial
+                    elseif stat and client:serial() == serial
                             and stat.ephemeral_owner == client:session_id() then
                         client:delete_guaranteed(path)
                     elseif stat == nil and serr ~= "nonode" then
@@ -614,10 +614,10 @@ function _M:_delete_by_prefix(prefix, serial)
         if done or busy then
             return
         end
-        if client._closed or (client._serial ~= serial and not persistent) then
+        if client:is_closed() or (client:serial() ~= serial and not persistent) then
             return finish()
         end
-        if client._state ~= "connected" then
+        if client:state() ~= "connected" then
             return    -- again at the next state change
         end
         busy = true
@@ -642,7 +642,7 @@ end
 -- persistent entry (a work item) must outlive both: never registered.
 function _M:_register(node)
     if not self.persistent then
-        self.client:_own(node, self)
+        self.client:own_node(node, self)
     end
 end
 
@@ -658,7 +658,7 @@ function _M:_create(deadline)
         local fc = client:send("create", base .. "/" .. prefix .. self.marker, self.data,
                                self.persistent and CREATE_PERSISTENT or CREATE_EPHEMERAL)
         local fl = client:send("children", self.path)
-        local serial = client._serial
+        local serial = client:serial()
         local e = fc.entry
         if e then
             -- A reply that arrives after we gave up: delete what it created,
@@ -668,7 +668,7 @@ function _M:_create(deadline)
         local node, stat = fc:wait(self:_reply_wait(deadline))
         local names = fl:wait(self:_reply_wait(deadline))
         if node then
-            self._node, self._stat, self._serial = node, stat, client._serial
+            self._node, self._stat, self._serial = node, stat, client:serial()
             self._name = match(node, "[^/]+$")
             self:_register(node)
             return true, names
@@ -679,13 +679,13 @@ function _M:_create(deadline)
             if not ok and perr ~= "nonode" then
                 return nil, perr
             end
-        elseif client._closed then
+        elseif client:is_closed() then
             return nil, "closed"
         elseif err == "timeout" then
             return nil, "timeout"
         elseif err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
             local left = remaining(deadline)
-            if left == 0 or not client:_wait_state(function(st)
+            if left == 0 or not client:wait_state(function(st)
                         return st == "connected" or st == "closed" end, left) then
                 if err ~= "sessionexpired" or self.persistent then
                     self:_delete_by_prefix(prefix, serial)   -- it may exist
@@ -695,7 +695,7 @@ function _M:_create(deadline)
             if err ~= "sessionexpired" or self.persistent then
                 local path, fstat, fnames = self:_find_own(prefix, deadline)
                 if path then
-                    self._node, self._stat, self._serial = path, fstat, client._serial
+                    self._node, self._stat, self._serial = path, fstat, client:serial()
                     self._name = match(path, "[^/]+$")
                     self:_register(path)
                     return true, fnames
@@ -779,7 +779,7 @@ function _M:enter(timeout)
     local client = self.client
     local deadline = timeout and now() + timeout
     self._try = timeout == 0
-    if client._closed then
+    if client:is_closed() then
         return nil, "closed"
     end
     local names
@@ -805,7 +805,7 @@ function _M:enter(timeout)
         end
         if not names then
             local err
-            names, err = client:_read_until(self:_read_deadline(deadline), "children",
+            names, err = client:read_until(self:_read_deadline(deadline), "children",
                                             self.path)
             if not names then
                 local again, why = self:_retry_after(err, deadline)
@@ -880,12 +880,12 @@ function _M:_wait_line(armed, deadline)
         armed.ev:wait(remaining(deadline))
         if not armed.ev.is_set then
             disarm(self, armed)
-            return nil, client._closed and "closed" or "timeout"
+            return nil, client:is_closed() and "closed" or "timeout"
         end
     end
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local names, err = client:_read_until(self:_read_deadline(deadline), "children", self.path,
+    local names, err = client:read_until(self:_read_deadline(deadline), "children", self.path,
                                           wake)
     if names then
         return true, nil, names, { ev = ev, wake = wake }
@@ -906,7 +906,7 @@ function _M:_wait_for(entry, deadline)
     local client = self.client
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local data, err = client:_read_until(self:_read_deadline(deadline), "get", entry.path, wake)
+    local data, err = client:read_until(self:_read_deadline(deadline), "get", entry.path, wake)
     if data == nil then
         if err == "nonode" then
             return true
@@ -921,7 +921,7 @@ function _M:_wait_for(entry, deadline)
         return true
     end
     client:remove_watches(entry.path, wake)
-    if client._closed then
+    if client:is_closed() then
         return nil, "closed"
     end
     return nil, "timeout"
@@ -931,7 +931,7 @@ end
 -- After a failed read: wait for the connection and go on, or give up.
 function _M:_retry_after(err, deadline)
     local client = self.client
-    if client._closed then
+    if client:is_closed() then
         return nil, "closed"
     end
     if err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
@@ -939,11 +939,11 @@ function _M:_retry_after(err, deadline)
         if left == 0 then
             return nil, "timeout"
         end
-        if client:_wait_state(function(st) return st == "connected" or st == "closed" end, left)
-                and not client._closed then
+        if client:wait_state(function(st) return st == "connected" or st == "closed" end, left)
+                and not client:is_closed() then
             return true
         end
-        return nil, client._closed and "closed" or "timeout"
+        return nil, client:is_closed() and "closed" or "timeout"
     end
     return nil, err
 end

@@ -262,10 +262,10 @@ function _M:_claim(e, deadline)
     local held = { _node = claim, _through = true }
     function held.leave()
         held._node = nil
-        client:_disown(claim)
+        client:disown_node(claim)
         client:delete_guaranteed(claim)
     end
-    client:_own(claim, held)
+    client:own_node(claim, held)
     return setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
@@ -398,7 +398,7 @@ end
 
 -- The claim is gone: forget it here and in the client's registry.
 local function let_go(self)
-    self.queue.client:_disown(self.claim)
+    self.queue.client:disown_node(self.claim)
     self._held._node = nil
     self.claim = nil
     return true

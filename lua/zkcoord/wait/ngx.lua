@@ -273,7 +273,7 @@ local function drop(client, path, e, why)
         end
         q:leave()
     else
-        client:_disown(path)
+        client:disown_node(path)
     end
 end
 
