@@ -16,8 +16,8 @@
 --
 -- Fairness (opts.fair, default true). Reusing the version of one's own
 -- reply lets the last winner write again at once while the losers read:
--- in a saturating loop one process did nearly every add and a loser gave up
--- after max_tries. So under contention adds take turns: an add that lost a
+-- in a saturating loop one process would do nearly every add and a loser
+-- would give up after max_tries. So under contention adds take turns: an add that lost a
 -- race queues as an ephemeral-sequential child of the counter's node
 -- ("_c_<uuid>-d<delta>-add-<seq>"); every set reply carries the node's
 -- number of children, so a writer learns of waiting adds for free and its
