@@ -138,6 +138,12 @@ _M.DEFAULT_POLICY = { max_tries = 5, base_delay = 0.05, max_delay = 1 }
 local DEFAULT_POLICY = _M.DEFAULT_POLICY
 
 
+--- The policy of a step that holds nothing in the session (a read, a wait
+--- for a node): tried again until the deadline, also in a new session
+--- after the old one expired.
+_M.UNTIL_DEADLINE = { max_tries = math.huge, also = { sessionexpired = true } }
+
+
 local function connected_or_closed(st)
     return st == "connected" or st == "closed"
 end
@@ -226,6 +232,14 @@ function _M.call_all(client, fns, what, ...)
     for i = 1, n do
         call(client, list[i], what, ...)
     end
+end
+
+
+--- A watch function that sets `ev`. Watch closures are made in a function
+--- of their own, never in the frame that waits: in nginx that frame's
+--- coroutine may be gone (request aborted) when the watch fires.
+function _M.waker(ev)
+    return function() ev:set() end
 end
 
 
