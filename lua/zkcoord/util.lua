@@ -235,6 +235,12 @@ function _M.call_all(client, fns, what, ...)
 end
 
 
+--- Rounds of a create-then-look step whose node keeps coming and going
+--- between our two requests (someone else creates and deletes it): after
+--- that many, give up until the next event or state change brings us back.
+_M.MAX_RACES = 3
+
+
 --- A watch function that sets `ev`. Watch closures are made in a function
 --- of their own, never in the frame that waits: in nginx that frame's
 --- coroutine may be gone (request aborted) when the watch fires.
