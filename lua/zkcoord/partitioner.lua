@@ -139,7 +139,7 @@ function _M:_release(p)
 end
 
 
--- Made outside the waiting frame (see persistent_node.lua): fires after a
+-- Made outside the waiting frame (see util.waker): fires after a
 -- delete, when p may be ours to take.
 local function freed_watcher(self, p)
     return function(ev)
