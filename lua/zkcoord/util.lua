@@ -195,8 +195,7 @@ function _M.retry(client, deadline, policy, fn, ...)
         end
         if client:is_closed() then
             return nil, "closed"
-        end
-        if deadline and now() >= deadline then
+        elseif remaining(deadline) == 0 then
             return nil, "timeout"
         end
     end
