@@ -237,7 +237,7 @@ end
 --- Rounds of a create-then-look step whose node keeps coming and going
 --- between our two requests (someone else creates and deletes it): after
 --- that many, give up until the next event or state change brings us back.
-_M.MAX_RACES = 3
+_M.MAX_RACES = 5
 
 
 --- A watch function that sets `ev`. Watch closures are made in a function
