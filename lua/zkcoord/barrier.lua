@@ -18,33 +18,15 @@
 -- watch is gone with the session; wait() asks again in the new session.
 -- The barrier node itself is persistent: neither changes it. Every wait is
 -- bounded by its timeout; on timeout the watch is removed.
-local core = require "zkcoord.core"
+local util = require "zkcoord.util"
 
-local now = core.now
-local type, error, setmetatable, getmetatable = type, error, setmetatable, getmetatable
-local min = math.min
+local setmetatable = setmetatable
+local retry, remaining, waker = util.retry, util.remaining, util.waker
+local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
-                    closed = true }
-
-
--- Waits until the client is connected (true), closed, or the deadline.
-local function wait_connected(client, deadline)
-    while true do
-        local left = deadline and deadline - now()
-        if left and left <= 0 then
-            return nil, "timeout"
-        end
-        local ok, err = client:wait_connected(left and min(left, 1) or 1)
-        if ok or err == "closed" then
-            return ok, err
-        end
-    end
-end
-_M.wait_connected = wait_connected
+local check_self = util.self_checker(mt, "barrier", "b")
 
 
 --- client:barrier(path) -> barrier object.
@@ -53,16 +35,9 @@ _M.wait_connected = wait_connected
 function _M.new(client, path)
     client.check_path(path, "barrier", 1)
     if path == "/" then
-        error("bad argument #1 to 'barrier' (the root cannot be a barrier)", 2)
+        util.argerror(1, "barrier", "the root cannot be a barrier")
     end
     return setmetatable({ client = client, path = path }, mt)
-end
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a barrier (use b:%s())"):format(name, name), 3)
-    end
 end
 
 
@@ -109,48 +84,34 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:wait(timeout)
     check_self(self, "wait")
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #1 to 'wait' (timeout must be nil or a number >= 0)", 2)
-    end
+    util.check_timeout(timeout, "wait", 1)
     local client, path = self.client, self.path
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     while true do
-        if client:state() == "closed" then
+        if client:is_closed() then
             return nil, "closed"
         end
         local ev = client:waiter():event()
-        local function wake()
-            ev:set()
-        end
-        local st, err = client:exists(path, timeout ~= 0 and wake or nil)
+        local wake = timeout ~= 0 and waker(ev) or nil
+        -- Holds nothing in the session: a failed look is tried again, in a
+        -- new session too, until the deadline.
+        local st, err = retry(client, deadline, UNTIL_DEADLINE, client.exists, client, path, wake)
         if st == false then
-            if timeout ~= 0 then
+            if wake then
                 client:remove_watches(path, wake)    -- an exists() watch on a missing node stays
             end
             return true
         elseif st == nil then
-            if not TRANSIENT[err] then
-                return nil, err
-            end
-            local ok, werr = wait_connected(client, deadline)
-            if not ok then
-                return nil, werr
-            end
+            return nil, err
         elseif timeout == 0 then
             return nil, "timeout"
-        else
-            local left = deadline and deadline - now()
-            if left and left < 0 then left = 0 end
-            ev:wait(left)
-            if not ev.is_set then
-                client:remove_watches(path, wake)
-                if client:state() == "closed" then
-                    return nil, "closed"
-                end
-                return nil, "timeout"
-            end
-            -- fired (deleted, changed, or the session ended): look again
         end
+        ev:wait(remaining(deadline))
+        if not ev.is_set then
+            client:remove_watches(path, wake)
+            return nil, client:is_closed() and "closed" or "timeout"
+        end
+        -- fired (deleted, changed, or the session ended): look again
     end
 end
 

@@ -27,24 +27,21 @@
 -- Session loss ("lost"): our node is gone. enter() creates it again in the
 -- new session and goes on waiting; leave() counts it as left. Every wait is
 -- bounded by its timeout; a timed-out enter() deletes our node.
-local queue = require "zkcoord.queue"
 local core = require "zkcoord.core"
-local barrier = require "zkcoord.barrier"
+local util = require "zkcoord.util"
 
-local now = core.now
-local wait_connected = barrier.wait_connected
-local type, error, pairs, ipairs, tostring = type, error, pairs, ipairs, tostring
-local setmetatable, getmetatable = setmetatable, getmetatable
+local now, uuid = core.now, core.uuid
+local type, ipairs, setmetatable = type, ipairs, setmetatable
 local sort = table.sort
+local retry, remaining = util.retry, util.remaining
+local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "double barrier", "db")
 
-local OPT_KEYS = { id = true }
+local OPT_KEYS = { "id" }
 local READY = "ready"
-
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
-                    closed = true }
 
 
 ---@class zkcoord.double_barrier_opts
@@ -58,51 +55,26 @@ local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpir
 function _M.new(client, path, num_clients, opts)
     client.check_path(path, "double_barrier", 1)
     if path == "/" then
-        error("bad argument #1 to 'double_barrier' (the root cannot be a barrier)", 2)
+        util.argerror(1, "double_barrier", "the root cannot be a barrier")
     end
     if type(num_clients) ~= "number" or num_clients % 1 ~= 0 or num_clients < 1 then
-        error("bad argument #2 to 'double_barrier' (num_clients must be an integer >= 1)", 2)
+        util.argerror(2, "double_barrier", "num_clients must be an integer >= 1")
     end
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #3 to 'double_barrier' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #3 to 'double_barrier' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "double_barrier", 3)
     if opts.id ~= nil and type(opts.id) ~= "string" then
-        error("bad argument #3 to 'double_barrier' (id must be a string)", 2)
+        util.argerror(3, "double_barrier", "id must be a string, got " .. type(opts.id))
     end
     return setmetatable({
         client = client,
         path = path,
         num_clients = num_clients,
-        id = opts.id or require("zkcoord.election").default_id(),
-        name = queue.uuid(),
+        id = opts.id or util.default_id(),
+        name = uuid(),
         _node = nil,          -- our node's path while in
         _sid = nil,           -- the session that created it
         _entered = false,
     }, mt)
 end
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a double barrier (use db:%s())"):format(name, name), 3)
-    end
-end
-
-
-local function check_timeout(timeout, name)
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #1 to '" .. name .. "' (timeout must be nil or a number >= 0)", 3)
-    end
-end
-
-
-local left_of = require("zkcoord.util").remaining
 
 
 -- Participant names (without "ready"), sorted.
@@ -118,49 +90,86 @@ local function participants(names)
 end
 
 
--- After a failed call: wait for the connection (bounded) and go on, or give up.
-local function recover(client, err, deadline)
-    if client:state() == "closed" then
-        return nil, "closed"
+-- Creates our node under our name: true if it is there and ours.
+function _M:_create_own()
+    local client = self.client
+    local node = self.path .. "/" .. self.name
+    local ok, err = client:create(node, self.id, { ephemeral = true })
+    if err == "nodeexists" then
+        -- A create whose reply was lost: ours only if our session owns it.
+        local st, serr = client:exists(node)
+        if st == nil then
+            return nil, serr
+        end
+        ok = st and st.ephemeral_owner == client:session_id()
     end
-    if not TRANSIENT[err] then
-        return nil, err
+    if ok then
+        self._node, self._sid = node, client:session_id()
+        return true
     end
-    return wait_connected(client, deadline)
+    return nil, err
 end
 
 
 -- Creates our node in the current session (and the parent if missing).
 function _M:_join()
-    local client = self.client
-    local node = self.path .. "/" .. self.name
-    for _ = 1, 3 do
-        local ok, err = client:create(node, self.id, { ephemeral = true })
-        if ok or err == "nodeexists" then
-            local mine = true
-            if err == "nodeexists" then
-                -- A create whose reply was lost: ours only if our session owns it.
-                local st = client:exists(node)
-                mine = st and st.ephemeral_owner == client:session_id()
-            end
-            if mine then
-                self._node, self._sid = node, client:session_id()
-                return true
-            end
-            -- An older session's node, not gone yet: take another name.
-            self.name = queue.uuid()
-            node = self.path .. "/" .. self.name
-        elseif err == "nonode" then
-            local pok, perr = client:create(self.path, nil, { container = true,
-                                                              parents = "container" })
-            if not pok and perr ~= "nodeexists" then
-                return nil, perr
-            end
-        else
+    local ok, err = self:_create_own()
+    if err == "nonode" then
+        local pok, perr = self.client:create(self.path, nil, { container = true,
+                                                               parents = "container" })
+        if not pok and perr ~= "nodeexists" then
+            return nil, perr
+        end
+        ok, err = self:_create_own()
+    end
+    if err == "nodeexists" then
+        -- A node of an ended session under our name, not gone yet: take
+        -- another name (a new uuid meets no node).
+        self.name = uuid()
+        ok, err = self:_create_own()
+    end
+    return ok, err
+end
+
+
+-- Our node in this session (made if missing), then the listing.
+function _M:_join_and_list()
+    if not self._node or self._sid ~= self.client:session_id() then
+        local ok, err = self:_join()
+        if not ok then
             return nil, err
         end
     end
-    return nil, "nonode"
+    return self.client:children(self.path)
+end
+
+
+-- Creates "ready", or touches it if it is there (watchers that saw it
+-- before us wake too). Idempotent: retried as a whole.
+local function open_ready(client, ready, id)
+    local ok, err = client:create(ready, id, { ephemeral = true })
+    if not ok and err == "nodeexists" then
+        ok, err = client:set(ready, id)
+        if not ok and err == "nonode" then
+            ok, err = client:create(ready, id, { ephemeral = true })
+        end
+    end
+    if ok or err == "nodeexists" then
+        return true
+    end
+    return nil, err
+end
+
+
+-- The watch on "ready": sets ev and notes the event (made outside the
+-- waiting frame, see util.waker).
+local function ready_watcher(ev)
+    local w = {}
+    w.fn = function(e)
+        w.fired = e
+        ev:set()
+    end
+    return w
 end
 
 
@@ -169,97 +178,71 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
-    check_timeout(timeout, "enter")
+    util.check_timeout(timeout, "enter", 1)
     local client = self.client
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     local ready = self.path .. "/" .. READY
     if self._entered then
         return true
     end
-    local function give_up(err)
-        self:_delete_own()
-        return nil, err
-    end
     while true do
-        if client:state() == "closed" then
-            return give_up("closed")
+        if client:is_closed() then
+            return self:_give_up("closed")
         end
         local ev = client:waiter():event()
-        local fired
-        local function wake(e)
-            fired = e
-            ev:set()
-        end
+        local w = ready_watcher(ev)
         -- 1. the watch on "ready" first (see the header)
-        local st, err = client:exists(ready, wake)
+        local st, err = retry(client, deadline, UNTIL_DEADLINE, client.exists, client, ready, w.fn)
         if st == nil then
-            local ok, rerr = recover(client, err, deadline)
-            if not ok then
-                return give_up(rerr)
-            end
-        else
-            -- 2. our node, in this session
-            local ok, jerr = true, nil
-            if not self._node or self._sid ~= client:session_id() then
-                ok, jerr = self:_join()
-            end
-            -- 3. count
-            local names, lerr
-            if ok then
-                names, lerr = client:children(self.path)
-            end
-            if not ok or not names then
-                client:remove_watches(ready, wake)
-                local rok, rerr = recover(client, jerr or lerr, deadline)
-                if not rok then
-                    return give_up(rerr)
-                end
-            elseif #participants(names) >= self.num_clients then
-                client:remove_watches(ready, wake)
-                -- 4. enough: open the barrier for everyone
-                local cok, cerr = client:create(ready, self.id, { ephemeral = true })
-                if not cok and cerr == "nodeexists" then
-                    -- Made by someone else (or left by a round still leaving):
-                    -- touch it, so watchers that saw it before us wake too.
-                    cok, cerr = client:set(ready, self.id)
-                    if not cok and cerr == "nonode" then
-                        cok, cerr = client:create(ready, self.id, { ephemeral = true })
-                    end
-                end
-                if cok or cerr == "nodeexists" then
-                    self._entered = true
-                    return true
-                end
-                -- Not sure it was made: look again once connected.
-                local rok, rerr = recover(client, cerr, deadline)
-                if not rok then
-                    return give_up(rerr)
-                end
-            else
-                -- 5. wait for "ready" to be created (or touched)
-                ev:wait(left_of(deadline))
-                if not ev.is_set then
-                    client:remove_watches(ready, wake)
-                    return give_up(client:state() == "closed" and "closed" or "timeout")
-                end
-                if fired and (fired.type == "created" or fired.type == "changed") then
-                    self._entered = true
-                    return true
-                end
-                -- deleted (an old ready went) or the session ended: look again
-            end
+            return self:_give_up(err)
         end
+        -- 2. our node, in this session; 3. count
+        local names, lerr = retry(client, deadline, UNTIL_DEADLINE, self._join_and_list, self)
+        if not names then
+            client:remove_watches(ready, w.fn)
+            return self:_give_up(lerr)
+        end
+        if #participants(names) >= self.num_clients then
+            client:remove_watches(ready, w.fn)
+            -- 4. enough: open the barrier for everyone
+            local ok, oerr = retry(client, deadline, UNTIL_DEADLINE, open_ready, client, ready,
+                                   self.id)
+            if not ok then
+                return self:_give_up(oerr)
+            end
+            self._entered = true
+            return true
+        end
+        -- 5. wait for "ready" to be created (or touched)
+        ev:wait(remaining(deadline))
+        if not ev.is_set then
+            client:remove_watches(ready, w.fn)
+            return self:_give_up(client:is_closed() and "closed" or "timeout")
+        end
+        local fired = w.fired
+        if fired and (fired.type == "created" or fired.type == "changed") then
+            self._entered = true
+            return true
+        end
+        -- deleted (an old ready went) or the session ended: look again
         if deadline and now() >= deadline then
-            return give_up("timeout")
+            return self:_give_up("timeout")
         end
     end
+end
+
+
+-- A failed enter(): our node goes.
+function _M:_give_up(err)
+    self:_delete_own()
+    return nil, err
 end
 
 
 function _M:_delete_own()
     local node = self._node
     self._node, self._entered = nil, false
-    if node and self._sid == self.client:session_id() and self.client:state() ~= "closed" then
+    if node and self._sid == self.client:session_id() and not self.client:is_closed() then
         self.client:delete_guaranteed(node)
     end
 end
@@ -271,69 +254,61 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:leave(timeout)
     check_self(self, "leave")
-    check_timeout(timeout, "leave")
+    util.check_timeout(timeout, "leave", 1)
     local client = self.client
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     local base = self.path .. "/"
     self._entered = false
     -- kazoo: the first to leave removes "ready", so it cannot outlive the round.
     client:send("delete", base .. READY)
     while true do
-        if client:state() == "closed" then
+        if client:is_closed() then
             return nil, "closed"
         end
         if self._node and self._sid ~= client:session_id() then
             self._node = nil      -- went with its session: we have left
         end
-        local names, err = client:children(self.path)
+        local names, err = retry(client, deadline, UNTIL_DEADLINE, client.children, client,
+                                 self.path)
         if err == "nonode" then
             self._node = nil
             return true
+        elseif not names then
+            return nil, err
         end
-        if not names then
-            local ok, rerr = recover(client, err, deadline)
-            if not ok then
-                return nil, rerr
+        local list = participants(names)
+        local me = self._node and self.name
+        if #list == 0 then
+            self._node = nil
+            return true
+        end
+        if #list == 1 and list[1] == me then
+            self:_delete_own()
+            return true
+        end
+        local target
+        if list[1] == me then
+            target = list[#list]        -- lowest: wait for the highest to go
+        else
+            if me then
+                self:_delete_own()      -- others: go, then wait for the lowest
+            end
+            target = list[1]
+        end
+        local ev = client:waiter():event()
+        local wake = util.waker(ev)
+        local st, serr = retry(client, deadline, UNTIL_DEADLINE, client.exists, client,
+                               base .. target, wake)
+        if st == nil then
+            return nil, serr
+        elseif st then
+            ev:wait(remaining(deadline))
+            if not ev.is_set then
+                client:remove_watches(base .. target, wake)
+                return nil, client:is_closed() and "closed" or "timeout"
             end
         else
-            local list = participants(names)
-            local me = self._node and self.name
-            if #list == 0 then
-                self._node = nil
-                return true
-            end
-            if #list == 1 and list[1] == me then
-                self:_delete_own()
-                return true
-            end
-            local target
-            if list[1] == me then
-                target = list[#list]        -- lowest: wait for the highest to go
-            else
-                if me then
-                    self:_delete_own()      -- others: go, then wait for the lowest
-                end
-                target = list[1]
-            end
-            local ev = client:waiter():event()
-            local function wake()
-                ev:set()
-            end
-            local st, serr = client:exists(base .. target, wake)
-            if st == nil then
-                local ok, rerr = recover(client, serr, deadline)
-                if not ok then
-                    return nil, rerr
-                end
-            elseif st then
-                ev:wait(left_of(deadline))
-                if not ev.is_set then
-                    client:remove_watches(base .. target, wake)
-                    return nil, client:state() == "closed" and "closed" or "timeout"
-                end
-            else
-                client:remove_watches(base .. target, wake)   -- gone already: look again
-            end
+            client:remove_watches(base .. target, wake)   -- gone already: look again
         end
         if deadline and now() >= deadline then
             return nil, "timeout"

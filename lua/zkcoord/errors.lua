@@ -37,12 +37,45 @@ function _M.name(rc)
 end
 
 
+-- ---------------------------------------------------------------------------
+-- How recipes treat a failed request. Two sets, and every recipe uses
+-- these two (never a list of its own):
+--
+-- transient: the request did not get an answer, or the server turned it
+--   away for now; the same request may succeed if sent again on a live
+--   connection. A recipe sends it again through util.retry (backoff, bounded
+--   by its deadline, waiting for the connection while suspended) when the
+--   step is idempotent: a read, a delete whose "nonode" is fine, a create
+--   whose "nodeexists" it can tell apart from its own (a protected name,
+--   ephemeral_owner). "sessionexpired" is not transient: the session's
+--   ephemeral nodes and watches are gone, so a step tied to them must start
+--   over; a step that holds nothing in the session (a read, a wait for a
+--   node) may go on in the new session (util.retry's `also`).
+--
+-- unknown_outcome: a write failed with one of these may still have been
+--   applied by the server (the reply was lost, not the request; or our own
+--   wait ran out, "timeout", or the session ended, "sessionexpired", while
+--   it was in flight). A recipe never sends such a write again blindly: it
+--   first finds out (the node's ephemeral_owner, its version, a protected
+--   name) or gets rid of what the write may have made.
+
 --- Errors after which the same request may succeed on a live connection.
-_M.retryable = {
+_M.transient = {
     connectionloss = true,
     operationtimeout = true,
     sessionmoved = true,
     throttledop = true,
+}
+
+--- The client's name for `transient` (its idempotent reads retry on these).
+_M.retryable = _M.transient
+
+--- Errors after which a write may or may not have happened.
+_M.unknown_outcome = {
+    connectionloss = true,
+    operationtimeout = true,
+    sessionexpired = true,
+    timeout = true,
 }
 
 

@@ -15,27 +15,20 @@
 -- every member's data as read then; a member's data change alone does not
 -- run it. Suspended: members stay as they were (the session may live).
 -- Lost: our node goes with the session and comes back with the new one.
-local client_mod = require "zkcoord.client"
+local util = require "zkcoord.util"
 
-local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, ipairs,
-    tostring, setmetatable, getmetatable
+local type, ipairs, tostring, setmetatable = type, ipairs, tostring, setmetatable
 local find = string.find
-local argerror = client_mod.argerror
+local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a group (use g:%s(...))"):format(name, name), 3)
-    end
-end
+local check_self = util.self_checker(mt, "group", "g")
 
 
 --- client:group(path, id, data) -> g (no server state until join()).
 function _M.new(client, path, id, data)
-    client_mod.check_path(path, "group", 1)
+    client.check_path(path, "group", 1)
     if type(id) ~= "string" or id == "" or find(id, "[/%c]") or id == "." or id == ".." then
         argerror(2, "group", "id must be a non-empty string without '/' or control characters, got "
                  .. (type(id) == "string" and ("%q"):format(id) or type(id)))
@@ -60,7 +53,7 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed"
 function _M:join(timeout)
     check_self(self, "join")
-    client_mod.check_timeout(timeout, "join", 1)
+    util.check_timeout(timeout, "join", 1)
     if not self._node then
         self._node = self.client:persistent_node(self.node_path, self.data)
     end
@@ -137,7 +130,7 @@ local function members_watcher(self, fn)
     return function(names)
         local members, rerr = read_members(self, names or {})
         if members then
-            fn(members)
+            util.call(self.client, fn, "group on_change", members)
         else
             self.client:log("warn", "group " .. self.path .. ": members not read: "
                             .. tostring(rerr))

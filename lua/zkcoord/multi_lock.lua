@@ -16,22 +16,15 @@
 -- Suspended: the locks stay held. Lost (session expired, or one of our
 -- nodes deleted): held() turns false and on_lost(fn(reason, path)) runs for
 -- each lock lost; release() then gives back the others.
-local client_mod = require "zkcoord.client"
+local util = require "zkcoord.util"
 
-local type, error, ipairs, tostring, setmetatable, getmetatable = type, error, ipairs,
-    tostring, setmetatable, getmetatable
+local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
-local argerror = client_mod.argerror
+local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a multi-lock (use ml:%s(...))"):format(name, name), 3)
-    end
-end
+local check_self = util.self_checker(mt, "multi-lock", "ml")
 
 
 --- client:multi_lock(paths, opts) -> ml. opts go to every lock (owner, data).
@@ -42,14 +35,18 @@ function _M.new(client, paths, opts)
     end
     local sorted, seen = {}, {}
     for i, p in ipairs(paths) do
-        client_mod.check_path(p, "multi_lock", 1)
+        client.check_path(p, "multi_lock", 1)
         if seen[p] then
             argerror(1, "multi_lock", "paths[" .. i .. "] is there twice: " .. p)
         end
         seen[p] = true
         sorted[i] = p
     end
-    if #sorted ~= client_mod.array_length(paths) then
+    local keys = 0
+    for _ in pairs(paths) do
+        keys = keys + 1
+    end
+    if keys ~= #sorted then     -- a hole, or a key ipairs does not reach
         argerror(1, "multi_lock", "paths must be an array without holes")
     end
     sort(sorted)
@@ -62,12 +59,7 @@ function _M.new(client, paths, opts)
     for i, l in ipairs(locks) do
         l:on_lost(function(reason)
             self._lost = true
-            for _, fn in ipairs(self._lost_fns) do
-                local ok, err = pcall(fn, reason, sorted[i])
-                if not ok then
-                    client:log("error", "multi_lock on_lost callback failed: " .. tostring(err))
-                end
-            end
+            util.call_all(client, self._lost_fns, "multi_lock on_lost", reason, sorted[i])
         end)
     end
     return self
@@ -79,16 +71,10 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a code
 function _M:acquire(timeout)
     check_self(self, "acquire")
-    client_mod.check_timeout(timeout, "acquire", 1)
-    local w = self.client:waiter()
-    local deadline = timeout and w:now() + timeout
+    util.check_timeout(timeout, "acquire", 1)
+    local deadline = util.deadline(timeout)
     for i, l in ipairs(self.locks) do
-        local left
-        if deadline then
-            left = deadline - w:now()
-            if left < 0 or timeout == 0 then left = 0 end
-        end
-        local ok, err = l:acquire(left)
+        local ok, err = l:acquire(util.remaining(deadline))
         if not ok then
             for j = i - 1, 1, -1 do
                 self.locks[j]:release()

@@ -21,25 +21,18 @@
 -- that must never overlap while client:state() ~= "connected". Lost: our
 -- nodes went with the session: on_change runs with {} at once; with the
 -- new session we join again and take our share.
-local client_mod = require "zkcoord.client"
+local util = require "zkcoord.util"
 
-local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
-    tonumber
-local setmetatable, getmetatable, next, pcall = setmetatable, getmetatable, next, pcall
+local type, pairs, ipairs, tostring, tonumber = type, pairs, ipairs, tostring, tonumber
+local setmetatable, next = setmetatable, next
 local sort = table.sort
-local argerror = client_mod.argerror
+local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "partitioner", "p")
 
-local OPT_KEYS = { partitions = true, id = true, data = true }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a partitioner (use p:%s(...))"):format(name, name), 3)
-    end
-end
+local OPT_KEYS = { "partitions", "id", "data" }
 
 
 ---@class zkcoord.partitioner_opts
@@ -50,16 +43,11 @@ end
 --- client:partitioner(path, opts) -> p: joins at once and takes its share.
 ---@return table|nil p, string? err
 function _M.new(client, path, opts)
-    client_mod.check_path(path, "partitioner", 1)
+    client.check_path(path, "partitioner", 1)
     if type(opts) ~= "table" then
         argerror(2, "partitioner", "opts must be a table with partitions, got " .. type(opts))
     end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            argerror(2, "partitioner", "unknown option '" .. tostring(k)
-                     .. "' (partitions, id, data)")
-        end
-    end
+    util.check_opts(opts, OPT_KEYS, "partitioner", 2)
     local n = opts.partitions
     if type(n) ~= "number" or n % 1 ~= 0 or n < 1 or n > 1000000 then
         argerror(2, "partitioner", "partitions must be an integer from 1 to 1000000, got "
@@ -70,7 +58,7 @@ function _M.new(client, path, opts)
         client = client,
         path = path,
         partitions = n,
-        id = opts.id or require("zkcoord.election").default_id(),
+        id = opts.id or util.default_id(),
         owners = base .. "/owners",
         _owned = {},          -- partition -> session id that holds its node
         _fns = {},
@@ -126,13 +114,7 @@ end
 
 
 function _M:_notify()
-    local owned = self:owned()
-    for _, fn in ipairs(self._fns) do
-        local ok, err = pcall(fn, owned)
-        if not ok then
-            self.client:log("error", "partitioner on_change callback failed: " .. tostring(err))
-        end
-    end
+    util.call_all(self.client, self._fns, "partitioner on_change", self:owned())
 end
 
 
@@ -157,7 +139,7 @@ function _M:_release(p)
 end
 
 
--- Made outside the waiting frame (see persistent_node.lua): fires after a
+-- Made outside the waiting frame (see util.waker): fires after a
 -- delete, when p may be ours to take.
 local function freed_watcher(self, p)
     return function(ev)
@@ -175,7 +157,7 @@ function _M:_take(p)
     local client = self.client
     local node = self.owners .. "/" .. p
     local sid = client:session_id()
-    for _ = 1, 3 do
+    for _ = 1, util.MAX_RACES do     -- again only when the node went between create and look
         local ok, err = client:create(node, self.id, { ephemeral = true, parents = "container" })
         if ok then
             self._owned[p] = sid
@@ -264,7 +246,7 @@ function _M:on_change(fn)
         argerror(1, "on_change", "function expected, got " .. type(fn))
     end
     self._fns[#self._fns + 1] = fn
-    fn(self:owned())
+    util.call(self.client, fn, "partitioner on_change", self:owned())
     return fn
 end
 

@@ -22,26 +22,19 @@
 -- Re-creation runs in the client's callbacks (a state change, a watch): in
 -- plain Lua inside whichever call is waiting, in nginx in a timer.
 local queue = require "zkcoord.queue"
-local client_mod = require "zkcoord.client"
+local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
-local type, error, pairs, tostring, setmetatable, getmetatable = type, error, pairs, tostring,
-    setmetatable, getmetatable
+local type, pairs, tostring, setmetatable = type, pairs, tostring, setmetatable
 local match = string.match
-local argerror = client_mod.argerror
+local argerror = util.argerror
+local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "persistent node", "n")
 
-local OPT_KEYS = { ephemeral = true, sequential = true }
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
-                    timeout = true }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a persistent node (use n:%s(...))"):format(name, name), 3)
-    end
-end
+local OPT_KEYS = { "ephemeral", "sequential" }
 
 
 ---@class zkcoord.persistent_node_opts
@@ -52,19 +45,13 @@ end
 --- at once (waits at most one round trip); n:wait(timeout) waits until it
 --- is present.
 function _M.new(client, path, data, opts)
-    client_mod.check_path(path, "persistent_node", 1)
+    client.check_path(path, "persistent_node", 1)
     if data ~= nil and type(data) ~= "string" then
         argerror(2, "persistent_node", "data must be a string or nil, got " .. type(data))
     end
-    if opts ~= nil and type(opts) ~= "table" then
-        argerror(3, "persistent_node", "opts must be a table, got " .. type(opts))
-    end
-    opts = opts or {}
+    opts = util.check_opts(opts, OPT_KEYS, "persistent_node", 3)
     for k, v in pairs(opts) do
-        if not OPT_KEYS[k] then
-            argerror(3, "persistent_node", "unknown option '" .. tostring(k)
-                     .. "' (ephemeral, sequential)")
-        elseif type(v) ~= "boolean" then
+        if type(v) ~= "boolean" then
             argerror(3, "persistent_node", k .. " must be a boolean, got " .. type(v))
         end
     end
@@ -187,14 +174,18 @@ function _M:_ensure()
     end
     self._busy = true
     local ok, err
-    for _ = 1, 5 do       -- again only when the node went between create and watch
+    for _ = 1, util.MAX_RACES do    -- again only when the node went between create and watch
         ok, err = self:_create()
         if ok ~= false then
             break
         end
     end
     self._busy = false
-    if not ok and err and not TRANSIENT[err] and err ~= "closed" and err ~= "nodeexists" then
+    -- Not logged: what the next "connected" tries again (a request that
+    -- failed or may have failed on the connection), or a node that is not
+    -- ours yet (we watch it).
+    if not ok and err and not (transient[err] or unknown_outcome[err] or err == "closed"
+                               or err == "nodeexists") then
         client:log("error", "persistent node " .. self.want .. ": " .. tostring(err))
     end
     if ok and self._closed then
@@ -265,24 +256,23 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed"
 function _M:wait(timeout)
     check_self(self, "wait")
-    client_mod.check_timeout(timeout, "wait", 1)
+    util.check_timeout(timeout, "wait", 1)
     local client = self.client
-    local w = client:waiter()
-    local deadline = w:now() + (timeout or client:session_timeout())
+    local deadline = util.deadline(timeout or client:session_timeout())
     while true do
-        if self._closed or client:state() == "closed" then
+        if self._closed or client:is_closed() then
             return nil, "closed"
         end
         self:_ensure()
         if self._path then
             return true
         end
-        local left = deadline - w:now()
-        if left <= 0 then
+        local left = util.remaining(deadline)
+        if left == 0 then
             return nil, "timeout"
         end
         -- Woken when the node is made (a state change or a watch does it).
-        local ev = w:event()
+        local ev = client:waiter():event()
         self._evs[#self._evs + 1] = ev
         ev:wait(left)
     end

@@ -1,7 +1,104 @@
---- zkcoord.util: small helpers the client and the recipes share (internal).
-local now = require("zkcoord.core").now
+--- zkcoord.util: what every recipe needs besides the client (internal).
+--
+-- Argument checks (self, options, timeouts) that raise in one wording and
+-- blame the caller; deadlines; waiting for the connection; the default id
+-- of a participant; calling user callbacks; and the one retry helper.
+--
+-- Rules the recipes follow through it:
+-- * A recipe never imports another recipe for a helper: shared helpers
+--   live here.
+-- * User callbacks (on_lost, on_change ...) always run protected: one that
+--   raises is logged through client:log("error", ...) and the others still
+--   run, and so does the recipe.
+-- * A retry goes through retry() (errors.lua says which errors are worth
+--   one): no recipe has a loop of its own with its own bound.
+local core = require "zkcoord.core"
+local errors = require "zkcoord.errors"
+local compat = require "zkcoord.compat"
+
+local now, random = core.now, core.random
+local type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable =
+    type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable
+local xpcall, traceback = compat.xpcall, debug.traceback
+local min, concat = math.min, table.concat
+local transient = errors.transient
 
 local _M = { _VERSION = require("zkcoord.version") }
+
+
+-- ---------------------------------------------------------------------------
+-- Argument checks: misuse raises "bad argument #n to 'fname' (...)".
+
+--- Raises "bad argument #n to 'fname' (msg)", blaming the first caller
+--- outside this library (the client's rule: see client.argerror).
+function _M.argerror(n, fname, msg)
+    -- Loaded here, not at the top: the client may load this module.
+    require("zkcoord.client").argerror(n, fname, msg, 0)
+end
+local argerror = _M.argerror
+
+
+--- A check that `self` is an instance of metatable `mt`, for the methods
+--- of one kind of object: check(self, "wait") raises "'wait' must be called
+--- on a <noun> (use <var>:wait(...))" at the method's caller.
+---@param mt table
+---@param noun string "barrier", "work queue" ...
+---@param var string the usual variable name in examples ("b", "q" ...)
+function _M.self_checker(mt, noun, var)
+    local fmt = "'%s' must be called on a " .. noun .. " (use " .. var .. ":%s(...))"
+    return function(self, name)
+        if getmetatable(self) ~= mt then
+            error(fmt:format(name, name), 3)   -- 1 here, 2 the method, 3 its caller
+        end
+    end
+end
+
+
+--- Checks an options argument (#n of `fname`): nil or a table whose keys
+--- are all in the array `keys`. Returns the table ({} for nil).
+---@param opts table|nil
+---@param keys string[] the known keys, in the order the message lists them
+function _M.check_opts(opts, keys, fname, n)
+    if opts == nil then
+        return {}
+    end
+    if type(opts) ~= "table" then
+        argerror(n, fname, "opts must be a table, got " .. type(opts))
+    end
+    for k in pairs(opts) do
+        local known = false
+        for _, key in ipairs(keys) do
+            if k == key then
+                known = true
+                break
+            end
+        end
+        if not known then
+            argerror(n, fname, "unknown option '" .. tostring(k) .. "' ("
+                     .. concat(keys, ", ") .. ")")
+        end
+    end
+    return opts
+end
+
+
+--- Checks a timeout (argument #n of `fname`, or an option of it): nil or a
+--- number of seconds >= 0 (not NaN). Returns it.
+function _M.check_timeout(t, fname, n)
+    if t ~= nil and (type(t) ~= "number" or not (t >= 0)) then  -- luacheck: ignore 581 (NaN)
+        argerror(n, fname, "timeout must be nil or a number >= 0")
+    end
+    return t
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Deadlines: a core.now() time, or nil for none.
+
+--- The deadline `timeout` seconds from now (nil for nil: no deadline).
+function _M.deadline(timeout)
+    return timeout and now() + timeout
+end
 
 
 --- Seconds left until `deadline` (a core.now() time), never below 0;
@@ -12,6 +109,175 @@ function _M.remaining(deadline)
     end
     local left = deadline - now()
     return left > 0 and left or 0
+end
+local remaining = _M.remaining
+
+
+--- Waits until the client is connected (true), closed (nil, "closed") or
+--- the deadline (nil, "timeout"); nil deadline: as long as it takes.
+function _M.wait_connected(client, deadline)
+    while true do
+        local left = remaining(deadline)
+        if left == 0 then
+            return nil, "timeout"
+        end
+        local ok, err = client:wait_connected(left and min(left, 1) or 1)
+        if ok or err == "closed" then
+            return ok, err
+        end
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Retries.
+
+--- The policy of a retry when none is given: the client's connect-time
+--- `retry` option's defaults.
+_M.DEFAULT_POLICY = { max_tries = 5, base_delay = 0.05, max_delay = 1 }
+local DEFAULT_POLICY = _M.DEFAULT_POLICY
+
+
+--- The policy of a step that holds nothing in the session (a read, a wait
+--- for a node): tried again until the deadline, also in a new session
+--- after the old one expired.
+_M.UNTIL_DEADLINE = { max_tries = math.huge, also = { sessionexpired = true } }
+
+
+local function connected_or_closed(st)
+    return st == "connected" or st == "closed"
+end
+
+
+--- Calls fn(...) until it succeeds (a first result other than nil), fails
+--- with an error that is not transient (errors.transient, or one in
+--- `policy.also`), the client is closed (nil, "closed") or `deadline` passes
+--- (nil, "timeout"). fn runs at least once, even past the deadline. Between
+--- tries it sleeps a jittered, doubling pause (base_delay .. max_delay) and
+--- then waits for the connection while there is none; after max_tries it
+--- returns the last try's results.
+---@param client table
+---@param deadline number|nil a core.now() time; nil: max_tries alone bounds it
+---@param policy table|nil { max_tries =, base_delay =, max_delay =, also = { code = true } };
+---   missing fields as in DEFAULT_POLICY. max_tries = math.huge: until the deadline.
+---@param fn function returns r1, err, r3 like a client call
+function _M.retry(client, deadline, policy, fn, ...)
+    policy = policy or DEFAULT_POLICY
+    local max_tries = policy.max_tries or DEFAULT_POLICY.max_tries
+    local delay = policy.base_delay or DEFAULT_POLICY.base_delay
+    local max_delay = policy.max_delay or DEFAULT_POLICY.max_delay
+    local also = policy.also
+    local tries = 0
+    while true do
+        tries = tries + 1
+        local r1, err, r3 = fn(...)
+        if r1 ~= nil or not (transient[err] or (also and also[err])) then
+            return r1, err, r3
+        end
+        if client:is_closed() then
+            return nil, "closed"
+        end
+        if tries >= max_tries then
+            return r1, err, r3
+        end
+        local pause = delay * (0.5 + random())
+        if deadline then
+            local left = deadline - now()
+            if left <= 0 then
+                return nil, "timeout"
+            end
+            pause = min(pause, left)
+        end
+        client:waiter():sleep(pause)
+        delay = min(delay * 2, max_delay)
+        if client:state() ~= "connected" then
+            client:wait_state(connected_or_closed, remaining(deadline))
+        end
+        if client:is_closed() then
+            return nil, "closed"
+        elseif remaining(deadline) == 0 then
+            return nil, "timeout"
+        end
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- User callbacks.
+
+--- Calls fn(...) protected: an error is logged through client:log("error",
+--- "<what> callback failed: ...") with a traceback, never raised.
+---@return boolean ok
+function _M.call(client, fn, what, ...)
+    local ok, err = xpcall(fn, traceback, ...)
+    if not ok then
+        client:log("error", what .. " callback failed: " .. tostring(err))
+    end
+    return ok
+end
+local call = _M.call
+
+
+--- Calls every function of the array `fns` with the same arguments, each
+--- protected as call() does: all of them run even if one raises. The list
+--- is read first, so a callback that adds or removes one does not disturb
+--- this round.
+function _M.call_all(client, fns, what, ...)
+    local n = #fns
+    local list = {}
+    for i = 1, n do
+        list[i] = fns[i]
+    end
+    for i = 1, n do
+        call(client, list[i], what, ...)
+    end
+end
+
+
+--- Rounds of a create-then-look step whose node keeps coming and going
+--- between our two requests (someone else creates and deletes it): after
+--- that many, give up until the next event or state change brings us back.
+_M.MAX_RACES = 5
+
+
+--- A watch function that sets `ev`. Watch closures are made in a function
+--- of their own, never in the frame that waits: in nginx that frame's
+--- coroutine may be gone (request aborted) when the watch fires.
+function _M.waker(ev)
+    return function() ev:set() end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Ids.
+
+--- "<hostname>:<pid>": the default id of a participant (its node's data);
+--- Curator's participant id is a free string too.
+function _M.default_id()
+    local host, pid
+    local ok, ffi = pcall(require, "ffi")
+    if ok then
+        -- Separate cdefs: another module may have declared one of them already.
+        pcall(ffi.cdef, "int getpid(void);")
+        pcall(ffi.cdef, "int gethostname(char *name, size_t len);")
+        local okp, p = pcall(function() return ffi.C.getpid() end)
+        pid = okp and tonumber(p) or nil
+        local buf = ffi.new("char[256]")
+        if pcall(function() return ffi.C.gethostname(buf, 255) end) then
+            host = ffi.string(buf)
+        end
+    end
+    if not host or host == "" then
+        local f = io.open("/proc/sys/kernel/hostname")
+        host = f and f:read("*l") or "localhost"
+        if f then f:close() end
+    end
+    if not pid then
+        local f = io.open("/proc/self/stat")
+        pid = f and tonumber((f:read("*l") or ""):match("^(%d+)")) or 0
+        if f then f:close() end
+    end
+    return host .. ":" .. tostring(pid)
 end
 
 

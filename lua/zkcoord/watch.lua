@@ -30,21 +30,24 @@
 -- new() (bounded) which waits for the first delivery, and cancel() which
 -- waits (bounded, normally one round trip) for a read still in flight so
 -- that the server-side watch it sets can be removed too.
-local type, error, pairs, tostring = type, error, pairs, tostring
-local setmetatable, getmetatable = setmetatable, getmetatable
+local util = require "zkcoord.util"
+local transient = require("zkcoord.errors").transient
+
+local type, tostring = type, tostring
+local setmetatable = setmetatable
 local sort = table.sort
 local min = math.min
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "watch", "w")
 
-local OPT_KEYS = { kind = true, timeout = true }
+local OPT_KEYS = { "kind", "timeout" }
 
--- Errors after which the same read may work on a live connection.
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
-                    sessionmoved = true, throttledop = true, closed = true, timeout = true }
-
-local MAX_QUICK_RETRIES = 3    -- reads retried at once while "connected"; then wait for a state change
+-- A failed read is sent again at once while "connected", as many times as
+-- a retry's policy allows (the reads are asynchronous: no backoff sleep
+-- here); then the next state change reads.
+local MAX_QUICK_RETRIES = util.DEFAULT_POLICY.max_tries
 local MAX_STALE = 5            -- older-zxid reads in a row before we give up until the next event
 
 
@@ -69,29 +72,18 @@ end
 ---@return table|nil watch, string? err "timeout" | "closed" | a ZooKeeper code
 function _M.new(client, path, fn, opts)
     if type(client) ~= "table" or type(client.send) ~= "function" then
-        error("bad argument #1 to 'watch' (a zkcoord client expected)", 2)
+        util.argerror(1, "watch", "a zkcoord client expected")
     end
     client.check_path(path, "watch", 1)
     if type(fn) ~= "function" then
-        error("bad argument #2 to 'watch' (function expected, got " .. type(fn) .. ")", 2)
+        util.argerror(2, "watch", "function expected, got " .. type(fn))
     end
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #3 to 'watch' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #3 to 'watch' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "watch", 3)
     local kind = opts.kind or "data"
     if kind ~= "data" and kind ~= "children" then
-        error("bad argument #3 to 'watch' (kind must be \"data\" or \"children\")", 2)
+        util.argerror(3, "watch", "kind must be \"data\" or \"children\"")
     end
-    local timeout = opts.timeout
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #3 to 'watch' (timeout must be a number >= 0)", 2)
-    end
+    local timeout = util.check_timeout(opts.timeout, "watch", 3)
     if client:state() == "closed" then
         return nil, "closed"
     end
@@ -143,9 +135,7 @@ end
 --- removed here and on the server. Idempotent.
 ---@return true
 function _M:cancel()
-    if getmetatable(self) ~= mt then
-        error("'cancel' must be called on a watch (use w:cancel())", 2)
-    end
+    check_self(self, "cancel")
     if self._cancelled then
         return true
     end
@@ -170,9 +160,7 @@ end
 
 --- Is the watch still running (not cancelled)?
 function _M:is_active()
-    if getmetatable(self) ~= mt then
-        error("'is_active' must be called on a watch (use w:is_active())", 2)
-    end
+    check_self(self, "is_active")
     return not self._cancelled
 end
 
@@ -381,7 +369,9 @@ function _M:_failed(err)
         self._error = "closed"
         return
     end
-    if TRANSIENT[err] then
+    -- Reads hold nothing in the session: after an expiry they go on in the
+    -- new one; a wait that ran out ("timeout") is tried again too.
+    if transient[err] or err == "sessionexpired" or err == "timeout" then
         if st == "connected" then
             self._retries = self._retries + 1
             if self._retries <= MAX_QUICK_RETRIES or self._dirty then
@@ -408,8 +398,8 @@ function _M:_failed(err)
 end
 
 
--- Runs fn outside our bookkeeping, through the client's callback runner
--- (it catches and logs errors, so a failing fn cannot stop the re-arming).
+-- Runs fn outside our bookkeeping (deferred), protected: a failing fn is
+-- logged and cannot stop the re-arming.
 function _M:_deliver(value, stat)
     self._dseq = self._dseq + 1
     local n = self._dseq
@@ -423,7 +413,7 @@ function _M:_deliver(value, stat)
         if first then
             first:set()
         end
-        self.fn(value, stat)
+        util.call(self.client, self.fn, "watch on " .. self.path, value, stat)
     end)
 end
 

@@ -25,33 +25,30 @@
 -- the connection within its timeout. Session loss ("lost"): our claims are
 -- gone; item:ack() and item:release() on them return nil, "lost".
 local queue = require "zkcoord.queue"
-local client_mod = require "zkcoord.client"
 local core = require "zkcoord.core"
+local util = require "zkcoord.util"
+-- A claim's create whose reply was lost may have happened: look before retrying.
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local now = core.now
-local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
-    tonumber
-local setmetatable, getmetatable = setmetatable, getmetatable
+local type, ipairs, tostring, tonumber = type, ipairs, tostring, tonumber
+local setmetatable = setmetatable
 local match, format, sort = string.match, string.format, table.sort
-local argerror = client_mod.argerror
+local argerror, remaining, retry = util.argerror, util.remaining, util.retry
+local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 local Item = {}
 local item_mt = { __index = Item }
+local Claim = {}
+local claim_mt = { __index = Claim }
+local check_self = util.self_checker(mt, "work queue", "q")
+local check_item = util.self_checker(item_mt, "taken item", "item")
 
 local DEFAULT_PRIORITY = 100          -- kazoo's
-local OPT_KEYS = { id = true }
-local PUT_KEYS = { priority = true, timeout = true }
--- A claim's create whose reply was lost may have happened: look before retrying.
-local UNKNOWN = { connectionloss = true, operationtimeout = true }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a work queue (use q:%s(...))"):format(name, name), 3)
-    end
-end
+local OPT_KEYS = { "id" }
+local PUT_KEYS = { "priority", "timeout" }
 
 
 ---@class zkcoord.work_queue_opts
@@ -59,16 +56,8 @@ end
 
 --- client:work_queue(path, opts) -> q (no server state until put or take).
 function _M.new(client, path, opts)
-    client_mod.check_path(path, "work_queue", 1)
-    if opts ~= nil and type(opts) ~= "table" then
-        argerror(2, "work_queue", "opts must be a table, got " .. type(opts))
-    end
-    opts = opts or {}
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            argerror(2, "work_queue", "unknown option '" .. tostring(k) .. "' (id)")
-        end
-    end
+    client.check_path(path, "work_queue", 1)
+    opts = util.check_opts(opts, OPT_KEYS, "work_queue", 2)
     if opts.id ~= nil and type(opts.id) ~= "string" then
         argerror(2, "work_queue", "id must be a string, got " .. type(opts.id))
     end
@@ -78,7 +67,7 @@ function _M.new(client, path, opts)
         path = path,
         entries = base .. "/entries",
         taken = base .. "/taken",
-        id = opts.id or require("zkcoord.election").default_id(),
+        id = opts.id or util.default_id(),
     }, mt)
 end
 
@@ -91,23 +80,12 @@ function _M:put(data, opts)
     if type(data) ~= "string" then
         argerror(1, "put", "data must be a string, got " .. type(data))
     end
-    if opts ~= nil and type(opts) ~= "table" then
-        argerror(2, "put", "opts must be a table, got " .. type(opts))
-    end
-    opts = opts or {}
-    for k in pairs(opts) do
-        if not PUT_KEYS[k] then
-            argerror(2, "put", "unknown option '" .. tostring(k) .. "' (priority, timeout)")
-        end
-    end
+    opts = util.check_opts(opts, PUT_KEYS, "put", 2)
     local prio = opts.priority or DEFAULT_PRIORITY
     if type(prio) ~= "number" or prio % 1 ~= 0 or prio < 0 or prio > 999 then
         argerror(2, "put", "priority must be an integer from 0 to 999, got " .. tostring(prio))
     end
-    local timeout = opts.timeout
-    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
-        argerror(2, "put", "timeout must be a number >= 0")
-    end
+    local timeout = util.check_timeout(opts.timeout, "put", 2)
     -- A place in the entries line that never waits: the queue primitive's
     -- protected, persistent create (found again after a lost reply).
     local q = queue.new(self.client, self.entries, {
@@ -168,17 +146,6 @@ function _M:len()
 end
 
 
--- Closures handed to watches are made here, not in the waiting frame: in
--- nginx that frame's coroutine may be gone (request aborted) when the
--- watch fires, and its locals with it.
-local function waker(ev)
-    return function() ev:set() end
-end
-
-
-local remaining = require("zkcoord.util").remaining
-
-
 -- A claim whose create reply was lost, and which we could not look at in
 -- time, may exist in our session and hold its item until the session ends:
 -- once connected again in that session, delete it if it is ours.
@@ -216,15 +183,19 @@ function _M:_claim(e, deadline)
         fc:on_done(function(made, err)
             if made then
                 client:delete_guaranteed(claim)
-            elseif UNKNOWN[err] then
+            elseif unknown_outcome[err] then
                 drop_if_ours(client, claim, sid)
             end
         end)
         return nil, "timeout"
     end
     local data, stat = fg:wait(remaining(deadline))
-    if not created and UNKNOWN[cerr] then
-        -- Did our create happen? Only our own session's claim is ours.
+    if not created and unknown_outcome[cerr] then
+        -- Did our create happen? Only our own session's claim is ours; one
+        -- made by an ended session went with it.
+        if client:session_id() ~= sid then
+            return nil, "sessionexpired"
+        end
         if not client:wait_connected(remaining(deadline)) or client:session_id() ~= sid then
             drop_if_ours(client, claim, sid)
             return nil, "timeout"
@@ -259,33 +230,13 @@ function _M:_claim(e, deadline)
     -- Registered like a queue position: in nginx a request that ends
     -- holding the item gives it back, and a new session deletes a lost
     -- session's claims at once.
-    local held = { _node = claim, _through = true }
-    function held.leave()
-        held._node = nil
-        client:disown_node(claim)
-        client:delete_guaranteed(claim)
-    end
+    local held = setmetatable({ client = client, _node = claim, _through = true }, claim_mt)
     client:own_node(claim, held)
     return setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
         stat = stat, _sid = sid,
     }, item_mt)
-end
-
-
--- After a failed request: go on once connected again (true), or why not.
-function _M:_recover(err, deadline)
-    local client = self.client
-    if err == "closed" or client:state() == "closed" then
-        return nil, "closed"
-    elseif err ~= "timeout" and not UNKNOWN[err] and err ~= "sessionexpired" then
-        return nil, err
-    end
-    if remaining(deadline) == 0 or not client:wait_connected(remaining(deadline)) then
-        return nil, client:state() == "closed" and "closed" or "timeout"
-    end
-    return true
 end
 
 
@@ -298,9 +249,61 @@ function _M:_make_paths(deadline)
     local ok2, e2 = f2:wait(remaining(deadline))
     local err = not ok1 and e1 ~= "nodeexists" and e1 or not ok2 and e2 ~= "nodeexists" and e2
     if err then
-        return self:_recover(err, deadline)
+        return nil, err
     end
     return true
+end
+
+
+function _M:_unwatch(wake)
+    self.client:remove_watches(self.entries, wake)
+    self.client:remove_watches(self.taken, wake)
+end
+
+
+-- Lists entries and claims, both with the watch `wake` (one round trip):
+-- names, taken; or nil, err with the watches removed.
+function _M:_list(wake, deadline)
+    local client = self.client
+    local fe = client:send("children", self.entries, wake)
+    local ft = client:send("children", self.taken, wake)
+    local names, err = fe:wait(remaining(deadline))
+    local taken, terr = ft:wait(remaining(deadline))
+    if names and taken then
+        return names, taken
+    end
+    self:_unwatch(wake)
+    return nil, names and terr or err
+end
+
+
+-- One look: lists (setting `wake`), then claims the first item nobody
+-- holds. The item; false when none is free (wait for `wake`); or nil, err
+-- with the watches removed. Retried as a whole on a transient error.
+function _M:_try_take(wake, deadline)
+    local names, taken = self:_list(wake, deadline)
+    if not names and taken == "nonode" then
+        local ok, err = self:_make_paths(deadline)
+        if not ok then
+            return nil, err
+        end
+        names, taken = self:_list(wake, deadline)
+    end
+    if not names then
+        return nil, taken
+    end
+    local held = {}
+    for _, n in ipairs(taken) do held[n] = true end
+    for _, e in ipairs(sorted_items(names)) do
+        if not held[e.name] then
+            local item, err = self:_claim(e, deadline)
+            if item ~= false then
+                self:_unwatch(wake)
+                return item, err
+            end
+        end
+    end
+    return false
 end
 
 
@@ -309,72 +312,69 @@ end
 ---@return table|nil item, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:take(timeout)
     check_self(self, "take")
-    client_mod.check_timeout(timeout, "take", 1)
+    util.check_timeout(timeout, "take", 1)
     local client = self.client
     local deadline = timeout and now() + timeout or math.huge
     while true do
-        if client:state() == "closed" then
+        if client:is_closed() then
             return nil, "closed"
         end
         -- Both listings carry a watch: a new item or a claim going wakes us.
         local ev = client:waiter():event()
-        local wake = waker(ev)
-        local function unwatch()
-            client:remove_watches(self.entries, wake)
-            client:remove_watches(self.taken, wake)
+        local wake = util.waker(ev)
+        local item, err = retry(client, deadline, UNTIL_DEADLINE, self._try_take, self, wake,
+                                deadline)
+        if item ~= false then
+            return item, err
         end
-        local fe = client:send("children", self.entries, wake)
-        local ft = client:send("children", self.taken, wake)
-        local names, err = fe:wait(remaining(deadline))
-        local taken, terr = ft:wait(remaining(deadline))
-        local ok, why = true, nil
-        if not names or not taken then
-            unwatch()
-            err = names and terr or err
-            if err == "nonode" then
-                ok, why = self:_make_paths(deadline)
-            else
-                ok, why = self:_recover(err, deadline)
-            end
-        else
-            local held = {}
-            for _, n in ipairs(taken) do held[n] = true end
-            local failed = false
-            for _, e in ipairs(sorted_items(names)) do
-                if not held[e.name] then
-                    local item, cerr = self:_claim(e, deadline)
-                    if item then
-                        unwatch()
-                        return item
-                    elseif item == nil then
-                        unwatch()
-                        ok, why = self:_recover(cerr, deadline)
-                        failed = true
-                        break
-                    end
-                end
-            end
-            if not failed and (remaining(deadline) == 0 or not ev:wait(remaining(deadline))) then
-                unwatch()
-                return nil, client:state() == "closed" and "closed" or "timeout"
-            end
-        end
-        if not ok then
-            return nil, why
+        if remaining(deadline) == 0 or not ev:wait(remaining(deadline)) then
+            self:_unwatch(wake)
+            return nil, client:is_closed() and "closed" or "timeout"
         end
     end
 end
 
 
 -- ---------------------------------------------------------------------------
--- Items.
+-- Claims: what the client's registry holds for a taken item (own_node). In
+-- nginx a request that ends holding the item gives it back, and a new
+-- session deletes a lost session's claims at once. A claim answers as a
+-- queue position does (node, is_through, leave).
 
-local function check_item(self, name)
-    if getmetatable(self) ~= item_mt then
-        error(("'%s' must be called on a taken item (use item:%s())"):format(name, name), 3)
+--- The claim node's path (nil once let go).
+function Claim:node()
+    return self._node
+end
+
+
+--- A claim is held from the start: there is no line to wait in.
+function Claim:is_through()
+    return self._node ~= nil
+end
+
+
+--- Gives the item back (not waited for; retried until done).
+function Claim:leave()
+    local node = self._node
+    if node then
+        self:forget()
+        self.client:delete_guaranteed(node)
+    end
+    return true
+end
+
+
+--- The claim node is gone (acked, released, or with its session).
+function Claim:forget()
+    if self._node then
+        self.client:disown_node(self._node)
+        self._node = nil
     end
 end
 
+
+-- ---------------------------------------------------------------------------
+-- Items.
 
 -- Is our claim still ours? It lives as long as the session that made it.
 local function claimed(self)
@@ -398,8 +398,7 @@ end
 
 -- The claim is gone: forget it here and in the client's registry.
 local function let_go(self)
-    self.queue.client:disown_node(self.claim)
-    self._held._node = nil
+    self._held:forget()
     self.claim = nil
     return true
 end

@@ -1,0 +1,223 @@
+-- zkcoord.util against a real server: the one retry helper (deadline,
+-- closed, max_tries, waiting through a suspended connection) and the rule
+-- that user callbacks always run protected, all of them, errors logged.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local util = require "zkcoord.util"
+
+-- Raises exactly `msg`, blaming the caller (this file), not the library.
+local function raises_here(msg, fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "did not raise: " .. msg)
+    local where, text = tostring(err):match("^(.-:%d+): (.*)$")
+    assert.equal(msg, text or err)
+    assert.matches("util_spec%.lua:%d+$", where or "?", 1, false,
+                   "blames " .. tostring(where) .. ", not the caller")
+end
+
+-- One read of "/" whose wait is cut at `wait` seconds; a wait cut short is
+-- reported as ZooKeeper's own transient "operationtimeout".
+local function counted_read(c, wait)
+    local calls = 0
+    return function()
+        calls = calls + 1
+        local st, err = c:send("exists", "/"):wait(wait)
+        if err == "timeout" then
+            err = "operationtimeout"
+        end
+        return st, err
+    end, function() return calls end
+end
+
+
+-- Pauses the server and returns once every thread of it has stopped (a
+-- SIGSTOP reaches a busy JVM's threads one by one).
+local function pause(srv)
+    assert(srv:pause())
+    assert.truthy(zk.wait_until(function()
+        local ls = io.popen("ls /proc/" .. srv.pid .. "/task")
+        for tid in ls:lines() do
+            if proc.state(tonumber(tid)) ~= "T" then
+                ls:close()
+                return false
+            end
+        end
+        ls:close()
+        return true
+    end, 10), "the server's threads did not stop")
+end
+
+
+describe("util.retry #zk", function()
+    local srv
+
+    after_each(function()
+        zk.close_clients()
+        if srv then
+            srv:destroy()
+            srv = nil
+        end
+    end)
+
+    it("gives up with 'timeout' at its deadline while the server is paused", function()
+        srv = assert(zk.zkserver.start({ tick_time = 500 }))
+        local c = zk.client { servers = srv.hosts, session_timeout = 10 }
+        local read, calls = counted_read(c, 5)
+        assert.truthy(util.retry(c, util.deadline(5), nil, read))
+        assert.equal(1, calls())
+
+        pause(srv)
+        read, calls = counted_read(c, 0.3)
+        local t0 = proc.now()
+        local st, err = util.retry(c, util.deadline(2), util.UNTIL_DEADLINE, read)
+        local took = proc.now() - t0
+        assert(srv:resume())
+        assert.same({ nil, "timeout" }, { st, err })
+        assert.is_true(took >= 2, "gave up early: " .. took)
+        -- a try started just before the deadline waits its 0.3 s out
+        assert.is_true(took < 2 + 0.3 + 1, "overran its deadline: " .. took)
+        assert.is_true(calls() >= 2, "tried " .. calls() .. " time(s)")
+    end)
+
+    it("waits through a suspended connection and succeeds once it is back", function()
+        srv = assert(zk.zkserver.start({ tick_time = 500 }))
+        local c = zk.client { servers = srv.hosts, session_timeout = 4 }
+        pause(srv)
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 10, c),
+                      "the pause was not noticed")
+        -- The server comes back in 1 s, from another process.
+        assert(proc.spawn({ "sh", "-c", "sleep 1; kill -CONT " .. srv.pid }))
+        local read, calls = counted_read(c, 0.5)
+        local st = util.retry(c, util.deadline(20), util.UNTIL_DEADLINE, read)
+        assert.truthy(st, "no answer after the server came back")
+        assert.equal("connected", c:state())
+        assert.is_true(calls() >= 1)
+    end)
+
+    it("returns a non-transient error at once, and the last one after max_tries", function()
+        local c = zk.client {}
+        local n = 0
+        local st, err = util.retry(c, util.deadline(5), nil, function()
+            n = n + 1
+            return c:get("/no-such-node-here")
+        end)
+        assert.same({ nil, "nonode", 1 }, { st, err, n })
+
+        n = 0
+        local t0 = proc.now()
+        st, err = util.retry(c, nil, { max_tries = 3, base_delay = 0.05, max_delay = 0.1 },
+                             function()
+                                 n = n + 1
+                                 return nil, "connectionloss"
+                             end)
+        assert.same({ nil, "connectionloss", 3 }, { st, err, n })
+        -- two pauses between three tries: at least half of 0.05 + 0.1
+        assert.is_true(proc.now() - t0 >= 0.075)
+    end)
+
+    it("returns 'closed' once the client is closed", function()
+        local c = zk.client {}
+        local n = 0
+        local st, err = util.retry(c, util.deadline(5), util.UNTIL_DEADLINE, function()
+            n = n + 1
+            if n == 2 then
+                c:close()
+            end
+            return nil, "connectionloss"
+        end)
+        assert.same({ nil, "closed", 2 }, { st, err, n })
+    end)
+end)
+
+
+describe("user callbacks #zk", function()
+    local root, logged, c
+
+    before_each(function()
+        root = zk.new_root("util")
+        logged = {}
+        c = zk.client { chroot = root, logger = function(level, msg)
+            if level == "error" then logged[#logged + 1] = msg end
+        end }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("all run when the first raises, and the error is logged", function()
+        local ran = {}
+        util.call_all(c, {
+            function() ran[#ran + 1] = 1; error("boom one") end,
+            function(a, b) ran[#ran + 1] = a .. b end,
+            function() ran[#ran + 1] = 3; error("boom three") end,
+        }, "test", "x", "y")
+        assert.same({ 1, "xy", 3 }, ran)
+        assert.equal(2, #logged)
+        assert.matches("test callback failed: .*boom one", logged[1])
+        assert.matches("boom three", logged[2])
+        assert.matches("traceback", logged[1])
+    end)
+
+    it("a multi_lock's on_lost callbacks all run when the first raises", function()
+        local ml = c:multi_lock({ "/a", "/b" })
+        local seen = {}
+        ml:on_lost(function(reason, path)
+            seen[#seen + 1] = "first " .. path
+            error("boom " .. reason)
+        end)
+        local reasons = {}
+        ml:on_lost(function(reason, path)
+            seen[#seen + 1] = "second " .. path
+            reasons[#reasons + 1] = reason
+        end)
+        assert.truthy(ml:acquire(5))
+        assert.truthy(zk.expire_session(c), "the session did not expire")
+        assert.truthy(zk.wait_until(function() return #seen == 4 end, 10, c),
+                      "on_lost ran " .. #seen .. " time(s): " .. table.concat(seen, ", "))
+        table.sort(seen)
+        assert.same({ "first /a", "first /b", "second /a", "second /b" }, seen)
+        -- the session's end, or (seen first) the delete of our node it made
+        for _, r in ipairs(reasons) do
+            assert.truthy(r == "sessionexpired" or r == "deleted", r)
+        end
+        local failed = {}
+        for _, msg in ipairs(logged) do
+            if msg:find("callback failed", 1, true) then failed[#failed + 1] = msg end
+        end
+        assert.equal(2, #failed, table.concat(logged, "\n"))
+        assert.matches("multi_lock on_lost callback failed: .*boom ", failed[1])
+        assert.same({ nil, "lost" }, { ml:release() })
+    end)
+end)
+
+
+describe("argument checks in one wording #zk", function()
+    local c
+
+    before_each(function()
+        c = zk.client {}
+    end)
+
+    after_each(function()
+        zk.close_clients()
+    end)
+
+    it("timeouts, options and self, blaming the caller", function()
+        raises_here("bad argument #1 to 'wait' (timeout must be nil or a number >= 0)",
+                    function() c:barrier("/b"):wait(-1) end)
+        raises_here("bad argument #1 to 'take' (timeout must be nil or a number >= 0)",
+                    function() c:work_queue("/q"):take(0 / 0) end)
+        raises_here("bad argument #3 to 'watch' (timeout must be nil or a number >= 0)",
+                    function() c:watch("/w", print, { timeout = "1" }) end)
+        raises_here("bad argument #2 to 'work_queue' (unknown option 'bogus' (id))",
+                    function() c:work_queue("/q", { bogus = 1 }) end)
+        raises_here("bad argument #3 to 'double_barrier' (opts must be a table, got number)",
+                    function() c:double_barrier("/d", 2, 5) end)
+        raises_here("'take' must be called on a work queue (use q:take(...))",
+                    function() local q = c:work_queue("/q"); q.take({}, 1) end)
+        raises_here("'wait' must be called on a barrier (use b:wait(...))",
+                    function() local b = c:barrier("/b"); b.wait(5) end)
+    end)
+end)
