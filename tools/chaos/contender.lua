@@ -1,13 +1,13 @@
--- bench/chaos/contender.lua: one contender process of the chaos run.
+-- tools/chaos/contender.lua: one contender process of the chaos run.
 --
---   luajit bench/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
+--   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
 --
 -- Loops until DIR/stop exists (or the monotonic time HARD_DEADLINE passes),
 -- mixing: the lock /chaos/lock (acquire with a timeout, a critical section
 -- that writes its fencing token to the resource DIR/lock.res, release); the
 -- read or write side of the rwlock /chaos/rw (writers write their token to
 -- DIR/rw.res); counter /chaos/counter add(1). Everything goes to
--- DIR/c<ID>.<INC>.log (see bench/chaos/check.lua for the events), with
+-- DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
 -- zkcoord.now() (CLOCK_MONOTONIC, comparable across processes).
 --
 -- The driver talks to us through files: DIR/c<ID>.session is where we
@@ -15,9 +15,9 @@
 -- DIR/c<ID>.hold asks for a long hold of the lock, and while we hold it so we
 -- say so in DIR/c<ID>.holding (the driver SIGSTOPs a holder then).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-local root = here:match("^(.*)/bench/chaos$") or (here == "bench/chaos" and ".") or here .. "/../.."
-package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/bench/?.lua;"
-    .. package.path
+local root = here:match("^(.*)/tools/chaos$") or (here == "tools/chaos" and ".") or here .. "/../.."
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/tools/?.lua;"
+    .. root .. "/spec/?.lua;" .. package.path
 package.cpath = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
 
 local zkcoord = require "zkcoord"
