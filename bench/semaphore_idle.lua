@@ -19,18 +19,15 @@ package.cpath = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";"
 local proc = require "helpers.proc"
 local slots = require "helpers.slots"
 
-local opts = { kind = "semaphore", n = 2, workers = 6, rounds = 20, long = 2 }
-local i = 1
-while arg[i] do
-    local key, val = arg[i]:match("^%-%-([%w]+)$"), arg[i + 1]
-    if not key or opts[key] == nil and key ~= "servers" or val == nil then
-        io.stderr:write("usage: luajit bench/semaphore_idle.lua [--kind semaphore|rule] [--n N]"
-                        .. " [--workers W] [--rounds R] [--long S] [--servers HOSTS]\n")
-        os.exit(64)
-    end
-    opts[key] = key == "kind" and val or key == "servers" and val or tonumber(val)
-    i = i + 2
-end
+local opts = require("helpers.options").parse(arg, {
+    name = "semaphore_idle.lua",
+    usage = "usage: luajit bench/semaphore_idle.lua [--kind semaphore|rule] [--n N]"
+        .. " [--workers W] [--rounds R] [--long S] [--servers HOSTS]",
+    status = 64,
+    defaults = { kind = "semaphore", n = 2, workers = 6, rounds = 20, long = 2 },
+    options = { ["--kind"] = "string", ["--n"] = "number", ["--workers"] = "number",
+                ["--rounds"] = "number", ["--long"] = "number", ["--servers"] = "string" },
+})
 
 local server
 local hosts = opts.servers or os.getenv("ZK_HOSTS")
