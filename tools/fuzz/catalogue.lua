@@ -123,6 +123,7 @@ M.client = {
         return pack(gen_path(true), chance(0.8) and n or pick({ 0, -1, 1.5, 0 / 0, huge, "2" }),
                     gen_opts({ id = function() return gen_data("/db") end }))
     end, { yields = "double_barrier" }),
+    queue = op(function() return pack(gen_path(true), V.gen_queue_opts()) end, { yields = "queue" }),
 }
 
 M.future = { wait = op(function() return pack(gen_soft_timeout()) end),
