@@ -20,13 +20,9 @@
 -- Servers: --servers, else $ZK_HOSTS, else a private standalone server
 -- (spec/helpers/zkserver) stopped at the end.
 local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
-local cpath = os.getenv("ZKCOORD_CPATH") or "lua/?.so"
-if cpath:sub(1, 1) ~= "/" then
-    cpath = root .. "/" .. cpath
-end
-package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
-package.cpath = cpath .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+local tool = require "helpers.tool"
+tool.paths(root)
 
 local zkcoord = require "zkcoord"
 local now = zkcoord.now
@@ -47,18 +43,7 @@ local opts = options.parse(arg, {
     options = { ["--sizes"] = sizes, ["--sets"] = "number", ["--servers"] = "string" },
 })
 
-local server
-local hosts = opts.servers or os.getenv("ZK_HOSTS")
-if not hosts or hosts == "" then
-    local zkserver = require "helpers.zkserver"
-    local err
-    server, err = zkserver.start({ tick_time = 500 })
-    if not server then
-        io.stderr:write("cache.lua: could not start ZooKeeper: ", tostring(err), "\n")
-        os.exit(2)
-    end
-    hosts = server.hosts
-end
+local hosts, server = tool.servers(opts.servers, "cache.lua")
 
 local writer = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
 local ns = ("/bench-cache-%d"):format(os.time())

@@ -12,9 +12,8 @@
 -- holders seen at once (spec/helpers/slots.lua replays the logs).
 -- Servers: --servers, else $ZK_HOSTS, else a private standalone server.
 local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
-package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
-package.cpath = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+require("helpers.tool").paths(root)
 
 local proc = require "helpers.proc"
 local slots = require "helpers.slots"
@@ -29,17 +28,7 @@ local opts = require("helpers.options").parse(arg, {
                 ["--rounds"] = "number", ["--long"] = "number", ["--servers"] = "string" },
 })
 
-local server
-local hosts = opts.servers or os.getenv("ZK_HOSTS")
-if not hosts or hosts == "" then
-    local err
-    server, err = require("helpers.zkserver").start({ tick_time = 500 })
-    if not server then
-        io.stderr:write("semaphore_idle.lua: could not start ZooKeeper: ", tostring(err), "\n")
-        os.exit(2)
-    end
-    hosts = server.hosts
-end
+local hosts, server = require("helpers.tool").servers(opts.servers, "semaphore_idle.lua")
 
 local dir = proc.mktemp_dir("zkcoord-idle")
 local script = dir .. "/worker.lua"

@@ -57,9 +57,8 @@ end
 
 local TOOLS = script_dir()
 local ROOT = TOOLS .. "/.."
-package.path = ROOT .. "/spec/?.lua;" .. ROOT .. "/lua/?.lua;" .. ROOT .. "/lua/?/init.lua;"
-    .. TOOLS .. "/?.lua;" .. package.path
-package.cpath = ROOT .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
+package.path = ROOT .. "/spec/?.lua;" .. package.path
+require("helpers.tool").paths(ROOT)
 
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"

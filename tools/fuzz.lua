@@ -60,13 +60,8 @@
 -- alone, what objects a call yields and the coverage list all come from
 -- there. A new kind of object also gets a line in world.lua's stock().
 local root = (arg and arg[0] or ""):match("^(.*)/tools/[^/]*$") or "."
-local cpath = os.getenv("ZKCOORD_CPATH") or "lua/?.so"
-if cpath:sub(1, 1) ~= "/" then
-    cpath = root .. "/" .. cpath
-end
-package.path = root .. "/spec/?.lua;" .. root .. "/tools/?.lua;" .. root .. "/lua/?.lua;"
-    .. root .. "/lua/?/init.lua;" .. package.path
-package.cpath = cpath .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+require("helpers.tool").paths(root)
 
 local options = require "helpers.options"
 

@@ -26,17 +26,14 @@
 --
 -- The work is tools/soak/work.lua, the memory verdict tools/soak/fit.lua.
 local root = (arg and arg[0] or ""):match("^(.*)/tools/[^/]*$") or "."
-local cpath = os.getenv("ZKCOORD_CPATH") or "lua/?.so"
-if cpath:sub(1, 1) ~= "/" then
-    cpath = root .. "/" .. cpath
-end
-package.path = root .. "/spec/?.lua;" .. root .. "/tools/?.lua;" .. root .. "/lua/?.lua;"
-    .. root .. "/lua/?/init.lua;" .. package.path
-package.cpath = cpath .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+local tool = require "helpers.tool"
+tool.paths(root)
 
 local zkcoord = require "zkcoord"
 local options = require "helpers.options"
 local luadata = require "helpers.luadata"
+local proc = require "helpers.proc"
 local work = require "soak.work"
 local fit = require "soak.fit"
 
@@ -65,18 +62,7 @@ end
 
 local asan = (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true) ~= nil
 
-local server
-local hosts = opts.servers or os.getenv("ZK_HOSTS")
-if not hosts or hosts == "" then
-    local zkserver = require "helpers.zkserver"
-    local err
-    server, err = zkserver.start({ tick_time = 500 })
-    if not server then
-        io.stderr:write("soak.lua: could not start ZooKeeper: ", tostring(err), "\n")
-        os.exit(2)
-    end
-    hosts = server.hosts
-end
+local hosts, server = tool.servers(opts.servers, "soak.lua")
 
 local logged = 0
 local function logger(level, msg)
@@ -101,7 +87,7 @@ local next_sample = t0
 local function sample()
     collectgarbage("collect")
     collectgarbage("collect")
-    local s = { t = now() - t0, heap_kb = collectgarbage("count"), rss_kb = fit.rss_kb(),
+    local s = { t = now() - t0, heap_kb = collectgarbage("count"), rss_kb = proc.rss_kb(),
                 rounds = w.rounds }
     samples[#samples + 1] = s
     say(("t=%7.1fs rounds=%-8d heap=%9.1f KiB rss=%7d KiB deliveries=%d raw=%d"):format(

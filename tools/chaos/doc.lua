@@ -2,7 +2,7 @@
 -- docs/RELIABILITY.md (between <!-- chaos-run:begin --> and
 -- <!-- chaos-run:end -->): when, on what, the command, the checker's table.
 local zkcoord = require "zkcoord"
-local util = require "chaos.util"
+local proc = require "helpers.proc"
 
 local _M = {}
 
@@ -45,7 +45,7 @@ What zkcoord has been shown to survive, with the commands to reproduce it.
 --- returns its path.
 function _M.write(root, result, cmd)
     local path = root .. "/docs/RELIABILITY.md"
-    local text = util.read_file(path) or DOC_SKELETON
+    local text = proc.read_file(path) or DOC_SKELETON
     if not text:find("<!-- chaos:begin -->", 1, true) then
         text = text .. "\n## Chaos run\n\n<!-- chaos:begin -->\n<!-- chaos:end -->\n"
     end
@@ -71,7 +71,7 @@ function _M.write(root, result, cmd)
     }, "\n")
     local new = replace_between(text, "<!-- chaos-run:begin -->", "<!-- chaos-run:end -->", body)
     assert(new, "docs/RELIABILITY.md: chaos-run markers not found")
-    assert(util.write_file(path, new))
+    assert(proc.write_file(path, new))
     return path
 end
 

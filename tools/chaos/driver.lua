@@ -7,7 +7,6 @@ local zkcoord = require "zkcoord"
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
 local tcpproxy = require "helpers.tcpproxy"
-local util = require "chaos.util"
 local world = require "chaos.world"
 local faults = require "chaos.faults"
 
@@ -121,7 +120,7 @@ local function stop(w)
         os.remove(world.hold_file(w, ci))
     end
     w.dlog("faults_undone", {})
-    util.write_file(w.dir .. "/stop", "stop\n")
+    proc.write_file(w.dir .. "/stop", "stop\n")
     w.say("chaos: stopping contenders")
     local exit_deadline = now() + 60 + 3 * w.st
     for _, ci in ipairs(w.contenders) do

@@ -27,7 +27,7 @@ local function free_contender(w, need_session)
     local cands = {}
     for _, ci in ipairs(w.contenders) do
         if ci.status == "running" and not ci.busy then
-            if not need_session or util.exists(("%s/c%d.session"):format(w.dir, ci.id)) then
+            if not need_session or proc.file_exists(("%s/c%d.session"):format(w.dir, ci.id)) then
                 cands[#cands + 1] = ci
             end
         end
@@ -62,7 +62,7 @@ end
 
 local function request_hold(w, ci, kind, act)
     ci.busy = kind
-    util.write_file(hold_file(w, ci), "hold\n")
+    proc.write_file(hold_file(w, ci), "hold\n")
     w.pending_hold = { c = ci, kind = kind, since = now(), act = act }
     w.dlog("inject", { kind = kind, target = ci.id, inc = ci.inc, phase = "hold_requested" })
 end
@@ -72,7 +72,7 @@ function _M.watch_hold(w)
     local ph = w.pending_hold
     local ci = ph.c
     local holding = "none"
-    local text = util.read_file(("%s/c%d.holding"):format(w.dir, ci.id))
+    local text = proc.read_file(("%s/c%d.holding"):format(w.dir, ci.id))
     local hinc, htok = (text or ""):match("^(%d+) (%-?%d+)")
     if hinc and tonumber(hinc) == ci.inc then
         holding = htok
@@ -187,7 +187,7 @@ function _M.watch_server(w)
 end
 
 local function session_of(w, ci)
-    local text = util.read_file(("%s/c%d.session"):format(w.dir, ci.id)) or ""
+    local text = proc.read_file(("%s/c%d.session"):format(w.dir, ci.id)) or ""
     local sid, pwhex, sinc = text:match("^(%x+) (%x+) (%d+)")
     if sid and tonumber(sinc) == ci.inc then
         return sid, pwhex
@@ -213,7 +213,7 @@ local function expire_once(w, ci, sid, pwhex)
     end
     local deadline = now() + 3
     while not ok and now() < deadline do
-        local cur = (util.read_file(file) or ""):match("^(%x+)")
+        local cur = (proc.read_file(file) or ""):match("^(%x+)")
         if cur and cur ~= sid then
             ok = true
         else

@@ -1,5 +1,5 @@
 -- chaos.util: what the chaos driver, contenders and checker share: a
--- seeded generator, the log line format, small file helpers.
+-- seeded generator, the log line format, hex. (Files: helpers.proc.)
 local rng = require "helpers.rng"
 
 local _M = {}
@@ -65,45 +65,6 @@ function _M.logger(path, now)
         f:write(_M.format_line(now(), event, kv), "\n")
     end
     return log, f
-end
-
-function _M.read_file(path)
-    local f = io.open(path, "r")
-    if not f then
-        return nil
-    end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
-
-function _M.write_file(path, text)
-    local f, err = io.open(path, "w")
-    if not f then
-        return nil, err
-    end
-    f:write(text)
-    f:close()
-    return true
-end
-
---- Write then rename: readers never see half a file.
-function _M.write_atomic(path, text, tag)
-    local tmp = path .. ".tmp" .. tostring(tag or "")
-    local ok, err = _M.write_file(tmp, text)
-    if not ok then
-        return nil, err
-    end
-    return os.rename(tmp, path)
-end
-
-function _M.exists(path)
-    local f = io.open(path, "r")
-    if f then
-        f:close()
-        return true
-    end
-    return false
 end
 
 function _M.hex(s)

@@ -72,16 +72,8 @@ end
 
 --- The server, the admin client, the namespace and the ticker.
 function _M.setup()
-    local hosts = S.opts.servers or os.getenv("ZK_HOSTS")
-    if not hosts or hosts == "" then
-        local zkserver = require "helpers.zkserver"
-        local server, err = zkserver.start({ tick_time = 500 })
-        if not server then
-            io.stderr:write("fuzz.lua: could not start ZooKeeper: ", tostring(err), "\n")
-            os.exit(2)
-        end
-        S.server, hosts = server, server.hosts
-    end
+    local hosts
+    hosts, S.server = require("helpers.tool").servers(S.opts.servers, "fuzz.lua")
     S.hosts = hosts
     S.auth = { scheme = "digest", credentials = "fuzz:" .. random_secret() }
     S.logger = logger

@@ -7,13 +7,6 @@ local _M = {}
 
 _M.HEAP_BOUND_KB, _M.RSS_BOUND_KB = 1024, 5120
 
-function _M.rss_kb()
-    local f = io.open("/proc/self/status")
-    local text = f and f:read("*a") or ""
-    if f then f:close() end
-    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
-end
-
 -- Slope per minute of points[i][key] over points[i].t (seconds).
 local function slope(points, key)
     local n, sx, sy, sxx, sxy = 0, 0, 0, 0, 0

@@ -19,13 +19,13 @@ function _M.is_exit(e)
     return getmetatable(e) == Exit
 end
 
---- Ends the command with status `code` and message `msg` (may be nil).
+-- Ends the command with status `code` and message `msg` (may be nil).
 function _M.exit(code, msg)
     error(setmetatable({ code = code, msg = msg }, Exit), 0)
 end
 local exit = _M.exit
 
---- Bad usage: `msg` and the verb's help (the general usage for nil).
+-- Bad usage: `msg` and the verb's help (the general usage for nil).
 function _M.usage(verb, msg)
     exit(_M.USAGE, (msg and msg .. "\n" or "") .. (help.HELP[verb] or help.USAGE))
 end
@@ -35,7 +35,7 @@ for rc, name in pairs(core.codes) do
     RC[name] = rc
 end
 
---- "nonode (ZNONODE -101): detail", or our own code with its meaning.
+-- "nonode (ZNONODE -101): detail", or our own code with its meaning.
 function _M.describe(err, detail)
     local s = tostring(err)
     local rc = RC[err]
@@ -50,7 +50,7 @@ function _M.describe(err, detail)
     return s
 end
 
---- A runtime failure of `what`.
+-- A runtime failure of `what`.
 function _M.fail(what, err, detail)
     exit(_M.FAIL, what .. ": " .. _M.describe(err, detail))
 end

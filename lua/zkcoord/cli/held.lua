@@ -230,7 +230,7 @@ local function run_held(g, verb, o, path, cmd)
     return status
 end
 
---- `lock` and `elect`: their options, PATH, -- CMD [ARGS...].
+-- `lock` and `elect`: their options, PATH, -- CMD [ARGS...].
 function _M.verb(g, verb, args, i)
     local spec = verb == "lock"
         and { ["--timeout"] = "number", ["--shared"] = "flag", ["--data"] = "string",

@@ -8,7 +8,7 @@
 -- message names the ZooKeeper code); 64 bad usage; 69 no server reachable
 -- within the connect timeout; 71 the lock or leadership was lost while CMD
 -- ran; 75 the lock (or leadership) was not acquired within --timeout.
---
+
 -- This module reads the global options and dispatches to the verb; the
 -- parts (lua/zkcoord/cli/): help.lua the help texts; exit.lua exit
 -- statuses and messages; args.lua options and operands; session.lua the

@@ -19,8 +19,8 @@ local KINDS = {   -- most specific first
 }
 
 
---- The kind of a node by its name ("read", "write", "lock", "leader") and
---- its sequence number; nil for another node.
+-- The kind of a node by its name ("read", "write", "lock", "leader") and
+-- its sequence number; nil for another node.
 function _M.classify(name)
     for _, k in ipairs(KINDS) do
         local seq = name:match(k[1])
@@ -30,8 +30,8 @@ function _M.classify(name)
     end
 end
 
---- Prints the lock, rwlock and leader nodes under path, in line order:
---- holder or waiter, kind, node, its data, owner session, age.
+-- Prints the lock, rwlock and leader nodes under path, in line order:
+-- holder or waiter, kind, node, its data, owner session, age.
 function _M.print(c, path)
     local names, err, detail = c:children(path)
     if not names then

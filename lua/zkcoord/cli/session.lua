@@ -53,7 +53,7 @@ function _M.connect(g, held)
     return c
 end
 
---- Closes every client connect() made.
+-- Closes every client connect() made.
 function _M.close_all()
     for k, c in ipairs(clients) do
         c:close()

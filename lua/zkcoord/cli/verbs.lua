@@ -196,7 +196,7 @@ end
 
 _M.NAMES = { "locks", "get", "set", "create", "rm", "ls", "stat", "tree", "watch", "counter" }
 
---- Runs plain verb `verb` with args[i..] (its options and operands).
+-- Runs plain verb `verb` with args[i..] (its options and operands).
 function _M.verb(g, verb, args, i)
     local o
     o, i = args_mod.parse_opts(verb, args, i, OPTIONS[verb] or {})

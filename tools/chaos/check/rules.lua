@@ -4,7 +4,7 @@
 -- records what it finds with R:violation(kind, msg) / R:hang(kind, msg)
 -- and leaves its figures in R for the summary.
 local resource = require "chaos.resource"
-local util = require "chaos.util"
+local proc = require "helpers.proc"
 
 local tonumber, tostring, ipairs, pairs, format, sort = tonumber, tostring, ipairs, pairs,
     string.format, table.sort
@@ -98,7 +98,7 @@ local function process_end(R, P)
         if R.stuck[P.key] then
             R:hang("did not stop", P.key .. " had to be killed at the end")
         else
-            local err = util.read_file(R.dir .. "/c" .. P.id .. "." .. P.inc .. ".err") or ""
+            local err = proc.read_file(R.dir .. "/c" .. P.id .. "." .. P.inc .. ".err") or ""
             R:violation("crash", P.key .. " exited without its exit line: " .. err:sub(1, 300))
         end
     end
