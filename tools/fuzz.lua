@@ -54,11 +54,12 @@
 --   driver.lua     choosing calls, the batches
 --   report.lua     the summary and the --report file
 --
--- Adding an operation: one entry in catalogue.lua, under its object's kind
--- (`name = op(args_fn, { nil_ok = ..., makes = ..., returns = ... })`). The
--- names a clear "bad argument" may carry, the methods allowed to return nil
--- alone, what objects a call yields and the coverage list all come from
--- there. A new kind of object also gets a line in world.lua's stock().
+-- Adding an operation: one entry in fuzz/catalogue.lua, under its object's
+-- kind: `name = op(args, { nil_ok = true, yields = "kind", ... })` (the
+-- options are described there). The names a clear "bad argument" may
+-- carry, the methods allowed to return nil alone, the objects a call
+-- yields and the coverage list all come from that table. A new kind of
+-- object also gets a line in world.lua's stock(), so every run has one.
 local root = (arg and arg[0] or ""):match("^(.*)/tools/[^/]*$") or "."
 package.path = root .. "/spec/?.lua;" .. package.path
 require("helpers.tool").paths(root)
