@@ -20,55 +20,30 @@
 -- Servers: --servers, else $ZK_HOSTS, else a private standalone server
 -- (spec/helpers/zkserver) stopped at the end.
 local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
-local cpath = os.getenv("ZKCOORD_CPATH") or "lua/?.so"
-if cpath:sub(1, 1) ~= "/" then
-    cpath = root .. "/" .. cpath
-end
-package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
-package.cpath = cpath .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+local tool = require "helpers.tool"
+tool.paths(root)
 
 local zkcoord = require "zkcoord"
 local now = zkcoord.now
 
-local function usage(msg)
-    io.stderr:write("cache.lua: ", msg, "\n",
-                    "usage: luajit bench/cache.lua [--sizes 1000,10000] [--sets 200] [--servers HOSTS]\n")
-    os.exit(2)
+local options = require "helpers.options"
+
+-- "1000,10000" -> { 1000, 10000 }
+local function sizes(text)
+    local list = {}
+    for n in text:gmatch("%d+") do list[#list + 1] = tonumber(n) end
+    return list
 end
 
-local opts = { sizes = { 1000, 10000 }, sets = 200 }
-do
-    local i = 1
-    while arg and i <= #arg do
-        local a, v = arg[i], arg[i + 1]
-        if v == nil then usage(a .. " needs a value") end
-        if a == "--sizes" then
-            opts.sizes = {}
-            for n in v:gmatch("%d+") do opts.sizes[#opts.sizes + 1] = tonumber(n) end
-        elseif a == "--sets" then
-            opts.sets = tonumber(v) or usage("--sets needs a number")
-        elseif a == "--servers" then
-            opts.servers = v
-        else
-            usage("unknown argument " .. a)
-        end
-        i = i + 2
-    end
-end
+local opts = options.parse(arg, {
+    name = "cache.lua",
+    usage = "usage: luajit bench/cache.lua [--sizes 1000,10000] [--sets 200] [--servers HOSTS]",
+    defaults = { sizes = { 1000, 10000 }, sets = 200 },
+    options = { ["--sizes"] = sizes, ["--sets"] = "number", ["--servers"] = "string" },
+})
 
-local server
-local hosts = opts.servers or os.getenv("ZK_HOSTS")
-if not hosts or hosts == "" then
-    local zkserver = require "helpers.zkserver"
-    local err
-    server, err = zkserver.start({ tick_time = 500 })
-    if not server then
-        io.stderr:write("cache.lua: could not start ZooKeeper: ", tostring(err), "\n")
-        os.exit(2)
-    end
-    hosts = server.hosts
-end
+local hosts, server = tool.servers(opts.servers, "cache.lua")
 
 local writer = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
 local ns = ("/bench-cache-%d"):format(os.time())

@@ -11,9 +11,12 @@ package.cpath = "lua/?.so;" .. package.cpath
 local zkserver = require "helpers.zkserver"
 local zkcoord = require "zkcoord"
 
-local rounds = tonumber(arg[1]) or 5
-local write_doc = arg[2] == "--doc" or arg[1] == "--doc"
-if arg[1] == "--doc" then rounds = 5 end
+local opts, rest = require("helpers.options").parse(arg, {
+    name = "ops.lua", usage = "usage: luajit bench/ops.lua [rounds] [--doc]", positional = 1,
+    options = { ["--doc"] = "flag" },
+})
+local rounds = tonumber(rest[1]) or 5
+local write_doc = opts.doc
 local SEQ_N, PIPE_N, WINDOW = 2000, 50000, 100
 
 local function sh(cmd)

@@ -12,37 +12,23 @@
 -- holders seen at once (spec/helpers/slots.lua replays the logs).
 -- Servers: --servers, else $ZK_HOSTS, else a private standalone server.
 local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
-package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
-package.cpath = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
+package.path = root .. "/spec/?.lua;" .. package.path
+require("helpers.tool").paths(root)
 
 local proc = require "helpers.proc"
 local slots = require "helpers.slots"
 
-local opts = { kind = "semaphore", n = 2, workers = 6, rounds = 20, long = 2 }
-local i = 1
-while arg[i] do
-    local key, val = arg[i]:match("^%-%-([%w]+)$"), arg[i + 1]
-    if not key or opts[key] == nil and key ~= "servers" or val == nil then
-        io.stderr:write("usage: luajit bench/semaphore_idle.lua [--kind semaphore|rule] [--n N]"
-                        .. " [--workers W] [--rounds R] [--long S] [--servers HOSTS]\n")
-        os.exit(64)
-    end
-    opts[key] = key == "kind" and val or key == "servers" and val or tonumber(val)
-    i = i + 2
-end
+local opts = require("helpers.options").parse(arg, {
+    name = "semaphore_idle.lua",
+    usage = "usage: luajit bench/semaphore_idle.lua [--kind semaphore|rule] [--n N]"
+        .. " [--workers W] [--rounds R] [--long S] [--servers HOSTS]",
+    status = 64,
+    defaults = { kind = "semaphore", n = 2, workers = 6, rounds = 20, long = 2 },
+    options = { ["--kind"] = "string", ["--n"] = "number", ["--workers"] = "number",
+                ["--rounds"] = "number", ["--long"] = "number", ["--servers"] = "string" },
+})
 
-local server
-local hosts = opts.servers or os.getenv("ZK_HOSTS")
-if not hosts or hosts == "" then
-    local err
-    server, err = require("helpers.zkserver").start({ tick_time = 500 })
-    if not server then
-        io.stderr:write("semaphore_idle.lua: could not start ZooKeeper: ", tostring(err), "\n")
-        os.exit(2)
-    end
-    hosts = server.hosts
-end
+local hosts, server = require("helpers.tool").servers(opts.servers, "semaphore_idle.lua")
 
 local dir = proc.mktemp_dir("zkcoord-idle")
 local script = dir .. "/worker.lua"

@@ -27,7 +27,7 @@ count() {  # adds busted's summary line in $log to the totals
 }
 
 echo "== luacheck"
-if luacheck -q lua/ spec/ examples/ bench/ scripts/ bin/zkcoord >"$log" 2>&1; then
+if luacheck -q lua/ spec/ examples/ bench/ tools/ scripts/ bin/zkcoord >"$log" 2>&1; then
   passed=$((passed + 1)); echo "luacheck: clean"
 else
   cat "$log"; failed=$((failed + 1))

@@ -1,10 +1,10 @@
--- A reduced chaos run (bench/chaos.lua): 25 s, 8 contender processes on a
+-- A reduced chaos run (tools/chaos.lua): 25 s, 8 contender processes on a
 -- 3-node ensemble, each behind its own TCP proxies, while contenders are
 -- killed, paused past their session timeout and expired, servers (leader
 -- and follower) are killed and restarted, and connections are cut,
--- black-holed and delayed. The checker (bench/chaos/check.lua) must find no
+-- black-holed and delayed. The checker (tools/chaos/check.lua) must find no
 -- violation, no hang and no leaked node. About a minute in all.
-package.path = "bench/?.lua;" .. package.path
+package.path = "tools/?.lua;" .. package.path
 local chaos = require "chaos"
 
 describe("chaos #zk #slow", function()
@@ -12,7 +12,7 @@ describe("chaos #zk #slow", function()
        .. "no lost add", function()
         local seed = os.time() % 1000000
         local r = chaos.run { duration = 25, contenders = 8, seed = seed }
-        local report = ("\nseed %d (reproduce: luajit bench/chaos.lua --duration 25 "
+        local report = ("\nseed %d (reproduce: luajit tools/chaos.lua --duration 25 "
                         .. "--contenders 8 --seed %d)\n%s\n%s\nlogs: %s")
             :format(seed, seed, r.text, table.concat(r.details, "\n"), tostring(r.dir))
         assert.equal(0, r.violations, report)

@@ -1,4 +1,4 @@
--- The fuzzer (bench/fuzz.lua), bounded: random calls to every public method
+-- The fuzzer (tools/fuzz.lua), bounded: random calls to every public method
 -- with random arguments for FUZZ_SECONDS (default 25) against the shared
 -- server, in a process of its own (so a crash or a hang is seen, not
 -- suffered). Runs in the ASan+UBSan pass too: the child inherits
@@ -6,7 +6,7 @@
 --
 -- Passes when the run finished and found no new bug: every call returned
 -- values or nil + a known code, or raised a clear argument error, or hit a
--- bug already known (listed in bench/fuzz.lua, reported, not fixed yet);
+-- bug already known (listed in tools/fuzz/known.lua: a regression);
 -- no hang, the main client passed every health check, every method was
 -- called. The last tests probe the known crash and hang in a child process
 -- with a short time limit: pending while they are still there, passing once
@@ -44,7 +44,7 @@ describe("fuzzer #zk", function()
             dir .. "/fuzz.log"
         os.remove(report)
         print(("fuzz: seed %d, %d s (FUZZ_SEED=%d to replay)"):format(seed, seconds, seed))
-        local out = run_lua(("bench/fuzz.lua --seconds %d --seed %d --report %s --trace %s")
+        local out = run_lua(("tools/fuzz.lua --seconds %d --seed %d --report %s --trace %s")
                                 :format(seconds, seed, sh_quote(report), sh_quote(trace)),
                             seconds + 150, log)
         -- sanitizer reports, glibc's heap checks ("free(): ...") and signals,
@@ -76,7 +76,7 @@ describe("fuzzer #zk", function()
         assert.truthy(r.wrong_self > 0)
     end)
 
-    -- Bugs the fuzzer found (bench/fuzz.lua KNOWN), fixed: they must stay fixed.
+    -- Bugs the fuzzer found (tools/fuzz/known.lua), fixed: they must stay fixed.
 
     it("a wait of math.huge returns when its reply comes (K1, src/queue.c)", function()
         local dir = zk.tmpdir()

@@ -1,9 +1,9 @@
 -- Security: ACLs are enforced with digest auth, a chroot keeps a client in
 -- its namespace, and credentials never show up in what the client logs,
--- returns or raises. Digest ids are computed here (spec/support/digest.lua:
+-- returns or raises. Digest ids are computed here (spec/helpers/digest.lua:
 -- SHA-1 and base64 in plain LuaJIT), independently of the code under test.
 local zk = require "helpers.zk"
-local digest = require "support.digest"
+local digest = require "helpers.digest"
 local zkcoord = require "zkcoord"
 
 -- A secret that cannot occur by accident in a log line or an address.
@@ -258,7 +258,7 @@ describe("security #zk", function()
             end
             if #outside > 0 then
                 error("bug K11 is back: create('/', { sequential = true }) under a chroot made "
-                        .. table.concat(outside, ", ") .. " outside it (see bench/fuzz.lua KNOWN)")
+                        .. table.concat(outside, ", ") .. " outside it (see tools/fuzz/known.lua)")
                 return
             end
             -- fixed: refused (raise), or made inside with a path that starts with '/'

@@ -1,4 +1,4 @@
--- The soak (bench/soak.lua), short: 30 s (SOAK_SECONDS) of lock acquire /
+-- The soak (tools/soak.lua), short: 30 s (SOAK_SECONDS) of lock acquire /
 -- release, counter adds and watches fired by another client, in a process
 -- of its own, sampling the Lua heap (after a full collection) and RSS every
 -- second. After the warm-up third the fitted growth must stay under the
@@ -18,7 +18,7 @@ describe("soak #zk", function()
         local report, log = dir .. "/soak-report.lua", dir .. "/soak.log"
         os.remove(report)
         local env = zk.lua_env()
-        os.execute(("ZK_HOSTS=%s LUA_PATH=%s LUA_CPATH=%s timeout -s KILL %d luajit bench/soak.lua "
+        os.execute(("ZK_HOSTS=%s LUA_PATH=%s LUA_CPATH=%s timeout -s KILL %d luajit tools/soak.lua "
                     .. "--seconds %d --interval 1 --report %s > %s 2>&1")
                    :format(sh_quote(env.ZK_HOSTS), sh_quote(env.LUA_PATH), sh_quote(env.LUA_CPATH),
                            seconds + 120, seconds, sh_quote(report), sh_quote(log)))

@@ -1,4 +1,4 @@
--- valgrind over a short soak (bench/soak.lua, 20 s by default,
+-- valgrind over a short soak (tools/soak.lua, 20 s by default,
 -- VALGRIND_SOAK_SECONDS): lock acquire / release, counter adds, watches
 -- fired by another client, then cancel, remove_watches and close. No
 -- definite or indirect leak may come from zkcoord's core: a loss record is
@@ -80,7 +80,7 @@ describe("valgrind soak #zk #nosan #slow", function()
         end
         local seconds = tonumber(os.getenv("VALGRIND_SOAK_SECONDS")) or 20
         local out = zk.tmpdir() .. "/valgrind-soak.out"
-        local r = valgrind(("bench/soak.lua --seconds %d --interval 5 --quiet"):format(seconds),
+        local r = valgrind(("tools/soak.lua --seconds %d --interval 5 --quiet"):format(seconds),
                            out, seconds * 10 + 300)
         os.execute("cp " .. out .. " /tmp/zkcoord-last-valgrind-soak.out")
         assert.matches("done", r.text, 1, true)

@@ -370,6 +370,25 @@ function _M.write_file_atomic(path, text)
 end
 
 
+--- Resident set size of this process in KiB.
+function _M.rss_kb()
+    local f = io.open("/proc/self/status")
+    local text = f and f:read("*a") or ""
+    if f then f:close() end
+    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
+end
+
+
+function _M.file_exists(path)
+    local f = io.open(path, "r")
+    if f then
+        f:close()
+        return true
+    end
+    return false
+end
+
+
 function _M.read_file(path)
     local f, err = io.open(path, "r")
     if not f then

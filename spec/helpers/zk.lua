@@ -157,12 +157,7 @@ end
 
 
 --- Resident set size of this process in KiB.
-function _M.rss_kb()
-    local f = io.open("/proc/self/status")
-    local text = f and f:read("*a") or ""
-    if f then f:close() end
-    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
-end
+_M.rss_kb = proc.rss_kb
 
 
 local tmp

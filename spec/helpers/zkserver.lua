@@ -27,14 +27,7 @@ local ENSEMBLE_TIMEOUT = 60
 local STOP_GRACE = 10
 
 
-local function file_exists(path)
-    local f = io.open(path, "r")
-    if f then
-        f:close()
-        return true
-    end
-    return false
-end
+local file_exists = proc.file_exists
 
 
 -- Debian's zookeeper.jar manifest only pulls slf4j-api, so without a

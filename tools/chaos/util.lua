@@ -1,53 +1,16 @@
--- bench/chaos/util.lua: what the chaos driver, contenders and checker share:
--- a seeded generator, the log line format, small file helpers.
+-- chaos.util: what the chaos driver, contenders and checker share: a
+-- seeded generator, the log line format, hex. (Files: helpers.proc.)
+local rng = require "helpers.rng"
+
 local _M = {}
 
 local floor, format, gsub, concat = math.floor, string.format, string.gsub, table.concat
 local tostring, tonumber, type, pairs, sort = tostring, tonumber, type, pairs, table.sort
 
--- A seeded generator of its own (Park-Miller, exact in doubles), so that the
--- fault schedule depends on --seed only: zkcoord.queue reseeds math.random
--- from /dev/urandom when it loads.
-local Rng = {}
-Rng.__index = Rng
-
+-- The fault schedule depends on --seed only (helpers.rng), 5 draws dropped
+-- first.
 function _M.rng(seed)
-    local s = floor(tonumber(seed) or 1) % 2147483646 + 1
-    local r = setmetatable({ s = s }, Rng)
-    for _ = 1, 5 do r:next() end
-    return r
-end
-
-function Rng:next()
-    self.s = (self.s * 48271) % 2147483647
-    return self.s
-end
-
---- A float in [0, 1).
-function Rng:float()
-    return (self:next() - 1) / 2147483646
-end
-
---- An integer in [a, b].
-function Rng:int(a, b)
-    return a + floor(self:float() * (b - a + 1))
-end
-
---- A float in [a, b).
-function Rng:range(a, b)
-    return a + self:float() * (b - a)
-end
-
-function Rng:pick(list)
-    return list[self:int(1, #list)]
-end
-
-function Rng:shuffle(list)
-    for i = #list, 2, -1 do
-        local j = self:int(1, i)
-        list[i], list[j] = list[j], list[i]
-    end
-    return list
+    return rng.new(seed, 5)
 end
 
 
@@ -102,45 +65,6 @@ function _M.logger(path, now)
         f:write(_M.format_line(now(), event, kv), "\n")
     end
     return log, f
-end
-
-function _M.read_file(path)
-    local f = io.open(path, "r")
-    if not f then
-        return nil
-    end
-    local s = f:read("*a")
-    f:close()
-    return s
-end
-
-function _M.write_file(path, text)
-    local f, err = io.open(path, "w")
-    if not f then
-        return nil, err
-    end
-    f:write(text)
-    f:close()
-    return true
-end
-
---- Write then rename: readers never see half a file.
-function _M.write_atomic(path, text, tag)
-    local tmp = path .. ".tmp" .. tostring(tag or "")
-    local ok, err = _M.write_file(tmp, text)
-    if not ok then
-        return nil, err
-    end
-    return os.rename(tmp, path)
-end
-
-function _M.exists(path)
-    local f = io.open(path, "r")
-    if f then
-        f:close()
-        return true
-    end
-    return false
 end
 
 function _M.hex(s)

@@ -1,13 +1,13 @@
--- bench/chaos/contender.lua: one contender process of the chaos run.
+-- tools/chaos/contender.lua: one contender process of the chaos run.
 --
---   luajit bench/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
+--   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
 --
 -- Loops until DIR/stop exists (or the monotonic time HARD_DEADLINE passes),
 -- mixing: the lock /chaos/lock (acquire with a timeout, a critical section
 -- that writes its fencing token to the resource DIR/lock.res, release); the
 -- read or write side of the rwlock /chaos/rw (writers write their token to
 -- DIR/rw.res); counter /chaos/counter add(1). Everything goes to
--- DIR/c<ID>.<INC>.log (see bench/chaos/check.lua for the events), with
+-- DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
 -- zkcoord.now() (CLOCK_MONOTONIC, comparable across processes).
 --
 -- The driver talks to us through files: DIR/c<ID>.session is where we
@@ -15,12 +15,12 @@
 -- DIR/c<ID>.hold asks for a long hold of the lock, and while we hold it so we
 -- say so in DIR/c<ID>.holding (the driver SIGSTOPs a holder then).
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
-local root = here:match("^(.*)/bench/chaos$") or (here == "bench/chaos" and ".") or here .. "/../.."
-package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/bench/?.lua;"
-    .. package.path
-package.cpath = root .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
+local root = here:match("^(.*)/tools/chaos$") or (here == "tools/chaos" and ".") or here .. "/../.."
+package.path = root .. "/spec/?.lua;" .. package.path
+require("helpers.tool").paths(root)
 
 local zkcoord = require "zkcoord"
+local proc = require "helpers.proc"
 local util = require "chaos.util"
 local resource = require "chaos.resource"
 
@@ -46,7 +46,7 @@ local MAX_HOLD = 40
 log("start", { id = id, inc = inc, pid = resource.getpid(), servers = servers, st = st })
 
 local function stopping()
-    return util.exists(stop_file) or now() >= hard
+    return proc.file_exists(stop_file) or now() >= hard
 end
 
 -- Connect (retry while the driver cuts us off).
@@ -75,7 +75,7 @@ end
 local function publish()
     local s, pw = c:session_id(), c:session_password()
     if s and pw then
-        util.write_atomic(session_file, ("%s %s %d\n"):format(s, util.hex(pw), inc), me)
+        proc.write_file_atomic(session_file, ("%s %s %d\n"):format(s, util.hex(pw), inc))
     end
 end
 
@@ -156,7 +156,7 @@ local function critical(op, l, token, res, long)
             linger_until = math.max(linger_until or 0, t + 3)
         end
         last = t
-        if long and t - start < MAX_HOLD and util.exists(hold_file) then
+        if long and t - start < MAX_HOLD and proc.file_exists(hold_file) then
             linger_until = math.max(linger_until or 0, t + 3)
         end
         if step >= steps and (not linger_until or t >= linger_until) then
@@ -208,7 +208,7 @@ local function lock_op(op, l, res, long)
     log("enter", { op = op, n = n, token = token, sid = sid(), took = now() - t0,
                    node = l:node() and l:node():match("[^/]+$") })
     if long then
-        util.write_atomic(holding_file, ("%d %.0f\n"):format(inc, token or -1), me)
+        proc.write_file_atomic(holding_file, ("%d %.0f\n"):format(inc, token or -1))
     end
     critical(op, l, token, res, long)
     log("leave", { op = op, n = n, token = token })
@@ -238,7 +238,7 @@ end
 
 
 local function one_op()
-    if util.exists(hold_file) then
+    if proc.file_exists(hold_file) then
         return lock_op("lock", lk, lock_res, true)
     end
     local r = rng:float()
@@ -287,5 +287,5 @@ c:close()
 lock_res:close()
 rw_res:close()
 log("closed", {})
-log("exit", { why = util.exists(stop_file) and "stop" or "deadline" })
+log("exit", { why = proc.file_exists(stop_file) and "stop" or "deadline" })
 os.exit(0)

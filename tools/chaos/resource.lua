@@ -1,4 +1,4 @@
--- bench/chaos/resource.lua: the fenced resource of the chaos run.
+-- tools/chaos/resource.lua: the fenced resource of the chaos run.
 --
 -- A file that stands for a storage service guarded by fencing tokens: a
 -- write carries the writer's token, and the resource refuses a token lower

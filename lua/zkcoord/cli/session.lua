@@ -1,0 +1,64 @@
+-- zkcoord.cli.session: the command's ZooKeeper client: connect from the
+-- global options (--servers, --session-timeout, --connect-timeout,
+-- --chroot, --auth), a failure to reach the servers ending the command with
+-- status 69; every client made is closed by close_all() when the command
+-- ends, whatever happens. Not a public API.
+local zkcoord = require "zkcoord"
+local ex = require "zkcoord.cli.exit"
+
+local exit, usage, describe, note = ex.exit, ex.usage, ex.describe, ex.note
+
+local _M = {}
+
+local clients = {}     -- closed by close_all() whatever happens
+
+-- held: for lock and elect. libzookeeper notices a silent connection after
+-- 2/3 of the session timeout; counting the session lost 1/4 of it later
+-- (the library's lost_after; by default a whole timeout later) sends CMD its
+-- SIGTERM a little before the server can expire the session and grant the
+-- lock to someone else.
+function _M.connect(g, held)
+    local opts = {
+        servers = g.servers,
+        session_timeout = g.session_timeout or 10,
+        connect_timeout = g.connect_timeout or 5,
+        chroot = g.chroot,
+        lost_after = held and (g.session_timeout or 10) / 4 or nil,
+        logger = function(level, msg)
+            if level == "error" then note(msg) end
+        end,
+    }
+    if g.auth then
+        if not g.auth:find(":", 1, true) then
+            usage(nil, "zkcoord: --auth needs user:secret")
+        end
+        opts.auth = { scheme = "digest", credentials = g.auth }
+    end
+    if opts.session_timeout <= 0 or opts.connect_timeout <= 0 then
+        usage(nil, "zkcoord: --session-timeout and --connect-timeout must be > 0")
+    end
+    local ok, c, err, detail = pcall(zkcoord.connect, opts)
+    if not ok then
+        usage(nil, "zkcoord: " .. tostring(c):gsub("^.-: ", ""))
+    end
+    if not c then
+        -- systemerror: libzookeeper could not resolve or open any address
+        if err == "timeout" or err == "connectionloss" or err == "systemerror" then
+            exit(ex.UNAVAILABLE, "cannot reach ZooKeeper at " .. g.servers .. ": "
+                                 .. describe(err, detail))
+        end
+        exit(ex.FAIL, "connecting to " .. g.servers .. ": " .. describe(err, detail))
+    end
+    clients[#clients + 1] = c
+    return c
+end
+
+-- Closes every client connect() made.
+function _M.close_all()
+    for k, c in ipairs(clients) do
+        c:close()
+        clients[k] = nil
+    end
+end
+
+return _M
