@@ -1,6 +1,6 @@
 -- Every bad argument raises, with a clear message in Lua's style, before
 -- anything reaches the server or the C core: the fuzzer's findings K2-K6
--- and K14 (bench/fuzz.lua), each with the exact message it raises now.
+-- and K14 (tools/fuzz/known.lua), each with the exact message it raises now.
 local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local queue = require "zkcoord.queue"
