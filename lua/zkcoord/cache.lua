@@ -49,16 +49,17 @@
 -- are copied onto the class here and call one another through self.
 
 local client_mod = require "zkcoord.client"
+local util = require "zkcoord.util"
 
-local type, error, pairs, ipairs, tostring, setmetatable, getmetatable =
-    type, error, pairs, ipairs, tostring, setmetatable, getmetatable
+local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
 local sub, gsub = string.sub, string.gsub
 local huge, min = math.huge, math.min
-local argerror, check_path = client_mod.argerror, client_mod.check_path
+local argerror, check_path = util.argerror, client_mod.check_path
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "cache", "cache")
 
 for _, part in ipairs { "tree", "loader", "events", "delivery" } do
     for name, fn in pairs(require("zkcoord.cache." .. part)) do
@@ -67,14 +68,7 @@ for _, part in ipairs { "tree", "loader", "events", "delivery" } do
     end
 end
 
-local OPT_KEYS = { depth = true, timeout = true }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a cache (use cache:%s(...))"):format(name, name), 3)
-    end
-end
+local OPT_KEYS = { "depth", "timeout" }
 
 
 ---@class zkcoord.cache_opts
@@ -85,25 +79,13 @@ end
 ---@return table|nil cache, string? err "timeout" | "closed" | a ZooKeeper code
 function _M.new(client, path, opts)
     check_path(path, "cache", 1)
-    if opts == nil then
-        opts = {}
-    elseif type(opts) ~= "table" then
-        argerror(2, "cache", "opts must be a table or nil, got " .. type(opts))
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            argerror(2, "cache", "unknown option '" .. tostring(k) .. "'")
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "cache", 2)
     local depth = opts.depth
     if depth ~= nil and (type(depth) ~= "number" or depth ~= depth or depth < 0
                          or depth % 1 ~= 0) then
         argerror(2, "cache", "depth must be an integer >= 0 or nil")
     end
-    local timeout = opts.timeout
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        argerror(2, "cache", "timeout must be a number >= 0 or nil")
-    end
+    local timeout = util.check_timeout(opts.timeout, "cache", 2)
     if client:state() == "closed" then
         return nil, "closed"
     end
@@ -167,12 +149,12 @@ function _M:_lookup(p, fname)
     elseif sub(p, 1, #base + 1) == base .. "/" then
         rel = sub(p, #base + 1)
     else
-        argerror(1, fname, "path " .. p .. " is outside the cache's " .. base, 2)
+        argerror(1, fname, "path " .. p .. " is outside the cache's " .. base)
     end
     local _, levels = gsub(rel, "/", "/")
     if levels > self.depth then
         argerror(1, fname, ("path %s is %d levels below %s: the cache mirrors %d")
-                           :format(p, levels, base, self.depth), 2)
+                           :format(p, levels, base, self.depth))
     end
     if self._closed then
         return nil, "closed"

@@ -62,6 +62,9 @@
 -- saying the outcome is unknown. set() returns that error at once. Never a
 -- blind second write. A waiting add whose entry went with its session
 -- returns "sessionexpired" with that detail (a head may have served it).
+-- A write the server turned away ("sessionmoved", "throttledop": not
+-- applied) is sent again after a backoff (base_delay .. max_delay, once
+-- connected), up to max_tries times.
 --
 -- Modules: this one owns the public methods, their argument checks and
 -- the combining of concurrent adds on one object (one write in flight per
@@ -71,36 +74,35 @@
 -- fair line and turns. They share the counter object's fields, listed in
 -- new(); nothing outside them reads those.
 
-local type, error, pairs, tostring, setmetatable, getmetatable =
-    type, error, pairs, tostring, setmetatable, getmetatable
-local ipairs = ipairs
-local format = string.format
+local util = require "zkcoord.util"
 local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
 local line = require "zkcoord.counter.line"
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
+local type, pairs, setmetatable = type, pairs, setmetatable
+local ipairs = ipairs
+local format = string.format
+local argerror = util.argerror
 local is_int, FORMATS = fmt.is_int, fmt.formats
-local UNKNOWN, MAYBE = write.UNKNOWN, write.MAYBE
+local MAYBE = write.MAYBE
 local read, encode, out_of_range, update_fast = write.read, write.encode, write.out_of_range,
                                                 write.update_fast
+local send = write.send
 local add_in_line, add_in_turn = line.add_in_line, line.add_in_turn
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
+local check_self = util.self_checker(mt, "counter", "c")
 
-local OPT_KEYS = { initial = "number", max_tries = "number", base_delay = "number",
-                   max_delay = "number", format = "string", fair = "boolean",
-                   timeout = "number", turn = "number" }
+local OPT_KEYS = { "initial", "format", "fair", "timeout", "turn", "max_tries", "base_delay",
+                   "max_delay" }
+-- The type of each option but timeout (util.check_timeout checks that one).
+local OPT_TYPES = { initial = "number", max_tries = "number", base_delay = "number",
+                    max_delay = "number", format = "string", fair = "boolean", turn = "number" }
 
 local DEFAULTS = { initial = 0, max_tries = 100, base_delay = 0.005, max_delay = 0.25,
                    format = "text", fair = true, timeout = 60, turn = 0.02 }
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a counter (use c:%s(...))"):format(name, name), 3)
-    end
-end
 
 
 -- For tests and tools: the formats' encoders and decoders.
@@ -109,8 +111,8 @@ _M.formats = FORMATS
 
 local function check_int(v, fname, n, what)
     if not is_int(v) then
-        error(("bad argument #%d to '%s' (%s must be an integer in -(2^53-1)..2^53-1, got %s)")
-              :format(n, fname, what, type(v) == "number" and format("%.17g", v) or type(v)), 3)
+        argerror(n, fname, ("%s must be an integer in -(2^53-1)..2^53-1, got %s")
+                           :format(what, type(v) == "number" and format("%.17g", v) or type(v)))
     end
     return v
 end
@@ -126,7 +128,8 @@ end
 ---@field turn number?        seconds the head of the line keeps writing at once (default 0.02;
 ---                           0: one write per turn)
 ---@field max_tries integer?  write attempts per call before giving up with "timeout" (default 100)
----@field base_delay number?  first backoff after a lost race, seconds (default 0.005)
+---@field base_delay number?  first backoff after a lost race or a write turned away,
+---                           seconds (default 0.005)
 ---@field max_delay number?   longest backoff, seconds (default 0.25)
 
 --- client:counter(path, opts) -> counter (no server state until first use).
@@ -135,51 +138,48 @@ end
 ---@param opts zkcoord.counter_opts?
 ---@return table counter
 function _M.new(client, path, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #2 to 'counter' (opts must be a table)", 2)
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "counter", 2)
     for k, v in pairs(opts) do
-        local want = OPT_KEYS[k]
-        if not want then
-            error("bad argument #2 to 'counter' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-        if type(v) ~= want then
-            error("bad argument #2 to 'counter' (option '" .. k .. "' must be a " .. want .. ")", 2)
+        local want = OPT_TYPES[k]
+        if want and type(v) ~= want then
+            argerror(2, "counter", "option '" .. k .. "' must be a " .. want)
         end
     end
+    util.check_timeout(opts.timeout, "counter", 2)
     client.check_path(path, "counter", 1)
     local o = {}
     for k, v in pairs(DEFAULTS) do o[k] = v end
     for k, v in pairs(opts) do o[k] = v end
     local f = FORMATS[o.format]
     if not f then
-        error("bad argument #2 to 'counter' (format must be \"text\", \"int32\" or \"int64\", got "
-              .. format("%q", o.format) .. ")", 2)
+        argerror(2, "counter", "format must be \"text\", \"int32\" or \"int64\", got "
+                               .. format("%q", o.format))
     end
     if not (is_int(o.initial) and o.initial >= f.lo and o.initial <= f.hi) then
-        error(("bad argument #2 to 'counter' (initial must be an integer in %s for format %s)")
-              :format(f.range, o.format), 2)
+        argerror(2, "counter", ("initial must be an integer in %s for format %s")
+                               :format(f.range, o.format))
     end
     if o.max_tries < 1 or o.max_tries % 1 ~= 0 then
-        error("bad argument #2 to 'counter' (max_tries must be an integer >= 1)", 2)
+        argerror(2, "counter", "max_tries must be an integer >= 1")
     end
     -- finite: a backoff of math.huge would sleep forever after one lost race
     if not (o.base_delay >= 0 and o.max_delay >= 0 and o.base_delay < 1e9 and o.max_delay < 1e9)
             or o.max_tries >= 1e9 then
-        error("bad argument #2 to 'counter' (delays must be finite non-negative seconds, "
-              .. "max_tries below 1e9)", 2)
+        argerror(2, "counter", "delays must be finite non-negative seconds, max_tries below 1e9")
     end
-    if not (o.timeout >= 0 and o.timeout < 1e9) then
-        error("bad argument #2 to 'counter' (timeout must be finite non-negative seconds)", 2)
+    -- finite: a wait for one's turn must end
+    if o.timeout >= 1e9 then
+        argerror(2, "counter", "timeout must be below 1e9 seconds")
     end
     if not (o.turn >= 0 and o.turn <= 10) then
-        error("bad argument #2 to 'counter' (turn must be 0 .. 10 seconds)", 2)
+        argerror(2, "counter", "turn must be 0 .. 10 seconds")
     end
     return setmetatable({
         client = client,
         path = path,
         _opts = o,
+        _policy = { max_tries = o.max_tries, base_delay = o.base_delay,
+                    max_delay = o.max_delay },   -- retries of a write the server turned away
         _format = f,
         _value = nil,       -- value and version of our last reply
         _version = nil,
@@ -337,21 +337,21 @@ function _M:set(value)
         return nil, "invalid", "counter " .. self.path .. ": " .. why
     end
     local client, path = self.client, self.path
-    local stat, err = client:set(path, encode(self, value))
+    local stat, err = send(self, nil, client.set, path, encode(self, value))
     if err == "nonode" then
         local ok
-        ok, err = client:create(path, encode(self, value), { parents = true })
+        ok, err = send(self, nil, client.create, path, encode(self, value), { parents = true })
         if ok then
             self._value, self._version = value, 0
             return true
         end
         if err == "nodeexists" then
-            stat, err = client:set(path, encode(self, value))
+            stat, err = send(self, nil, client.set, path, encode(self, value))
         end
     end
     if not stat then
         self._version = nil
-        if UNKNOWN[err] then
+        if unknown_outcome[err] then
             return nil, err, MAYBE
         end
         return nil, err

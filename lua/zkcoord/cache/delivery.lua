@@ -9,8 +9,7 @@
 -- protected: a failing listener is logged, the others still run.
 -- Part of the cache's class: these are its private methods (see
 -- zkcoord.cache), called through self.
-local tostring = tostring
-local xpcall, traceback = require("zkcoord.compat").xpcall, debug.traceback
+local call = require("zkcoord.util").call
 
 local _M = {}
 
@@ -52,11 +51,7 @@ function _M:_flush()
         while ls[i] do
             local l = ls[i]
             if (only == nil and item.seq > l.from) or only == l then
-                local ok, err = xpcall(l.fn, traceback, item.ev)
-                if not ok then
-                    self.client:log("error", "cache " .. self.path .. ": on_change callback failed: "
-                                             .. tostring(err))
-                end
+                call(self.client, l.fn, "cache " .. self.path .. ": on_change", item.ev)
             end
             i = i + 1
         end

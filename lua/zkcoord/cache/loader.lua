@@ -8,21 +8,24 @@
 -- of each kind per node at a time; what asks for another meanwhile marks
 -- the node dirty and gets one more read after the reply. A watch is set
 -- only when the node has none in this session. A new session syncs before
--- its first read. A read that fails with a transient error while
--- connected is retried at once up to MAX_QUICK_RETRIES times, then once
--- connected again; another error is logged once per node and error (the
--- next event or session reads again).
+-- its first read. A read holds nothing in the session: one that fails
+-- with a transient error (errors.transient), "sessionexpired" (it goes on
+-- in the new session) or "timeout" (our wait ran out) is sent again at
+-- once while connected, as many times as a retry's policy allows
+-- (util.DEFAULT_POLICY.max_tries; the reads are asynchronous: no backoff
+-- sleep here), then once connected again. One that fails with "closed" is
+-- not (the client is closing). Another error is logged once per node and
+-- error (the next event or session reads again).
 -- Part of the cache's class: these are its private methods (see
 -- zkcoord.cache), called through self.
+local util = require "zkcoord.util"
+local transient = require("zkcoord.errors").transient
+
 local tostring = tostring
 
 local _M = {}
 
--- Errors after which the same read may work on a live connection.
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true,
-                    sessionmoved = true, throttledop = true, closed = true, timeout = true }
-
-local MAX_QUICK_RETRIES = 3    -- a read retried at once while "connected"; then at the next connect
+local MAX_QUICK_RETRIES = util.DEFAULT_POLICY.max_tries  -- at once while "connected"; then once connected
 local MAX_STALE = 5            -- older replies in a row for a node before we wait for an event
 
 
@@ -208,11 +211,11 @@ end
 function _M:_failed(node, kind, err)
     local client = self.client
     local st = client:state()
-    if st == "closed" then
+    if st == "closed" or err == "closed" then
         self._error = self._error or "closed"
         return
     end
-    if TRANSIENT[err] then
+    if transient[err] or err == "sessionexpired" or err == "timeout" then
         node.retries = (node.retries or 0) + 1
         if st == "connected" and node.retries <= MAX_QUICK_RETRIES then
             node[KINDS[kind].dirty] = true

@@ -30,17 +30,20 @@
 -- Functions take the counter as `self`: this module is part of the
 -- counter's class and reads its fields (zkcoord.counter documents them).
 local core = require "zkcoord.core"
+local util = require "zkcoord.util"
 local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local type, tonumber, ipairs, select, rawget = type, tonumber, ipairs, select, rawget
 local format, match = string.format, string.match
 local min, max = math.min, math.max
 local sort = table.sort
 local is_int, tointeger = fmt.is_int, fmt.tointeger
-local UNKNOWN, MAYBE = write.UNKNOWN, write.MAYBE
+local MAYBE = write.MAYBE
 local encode, decode, out_of_range = write.encode, write.decode, write.out_of_range
-local lost_reply, backoff = write.lost_reply, write.backoff
+local lost_reply, backoff, send = write.lost_reply, write.backoff, write.send
+local remaining = util.remaining
 
 local _M = {}
 
@@ -107,9 +110,10 @@ end
 local function join(self, dtext)
     local client, path = self.client, self.path
     local node, err
-    for _ = 1, 3 do
-        node, err = client:create(path .. "/" .. ENTRY_NAME:format(core.uuid(), dtext),
-                                  "d" .. dtext, { ephemeral = true, sequential = true })
+    for _ = 1, util.MAX_RACES do    -- again only when the counter's node went meanwhile
+        node, err = send(self, nil, client.create,
+                         path .. "/" .. ENTRY_NAME:format(core.uuid(), dtext),
+                         "d" .. dtext, { ephemeral = true, sequential = true })
         if node or err ~= "nonode" then
             break
         end
@@ -119,18 +123,12 @@ local function join(self, dtext)
         end
     end
     if not node then
-        if UNKNOWN[err] then
+        if unknown_outcome[err] then
             return nil, err, MAYBE_ADD
         end
         return nil, err
     end
     return node
-end
-
-
--- Seconds left before the add gives up its place.
-local function left(place)
-    return max(0, place.deadline - place.w:now())
 end
 
 
@@ -206,17 +204,17 @@ local function follow(self, place, pred, pdata, vstat, ev)
         if still(place.idle_still, place.w:now(), vstat.version, seen.name, place.idle) then
             self.client:delete(seen.path, 1)         -- still in that turn: ended
         else
-            ev:wait(min(place.idle, left(place)))
+            ev:wait(min(place.idle, remaining(place.deadline)))
         end
         return false
     end
     if still(place.stall_still, place.w:now(), vstat.version, seen.name, place.stall) then
         return true                                  -- on as the head
     end
-    if left(place) == 0 then
+    if remaining(place.deadline) == 0 then
         return nil
     end
-    ev:wait(min(place.stall, left(place)))
+    ev:wait(min(place.stall, remaining(place.deadline)))
     return false
 end
 
@@ -268,7 +266,7 @@ local function write_as_head(self, place, data, vstat)
     end
     local ops, running, served = head_ops(self, place, vstat.version, mine_v)
     st.cas_attempts = st.cas_attempts + 1
-    local res, merr, results = client:multi(ops)
+    local res, merr, results = send(self, place.deadline, client.multi, ops)
     if res then
         local stat = res[1].stat
         self._value, self._version = running, stat.version
@@ -308,7 +306,7 @@ end
 --- writes as the head. Returns the add's value, or nil, err, detail.
 function _M.add_in_line(self, delta)
     local o, w = self._opts, self.client:waiter()
-    local deadline = w:now() + o.timeout
+    local deadline = util.deadline(o.timeout)
     local dtext = format("%d", delta)
     local node, err, detail = join(self, dtext)
     if not node then
@@ -346,7 +344,7 @@ function _M.add_in_line(self, delta)
                 return v, werr, wdetail
             end
         end
-        if left(place) == 0 then
+        if remaining(place.deadline) == 0 then
             return leave(self, node, "timeout", TOO_LONG)
         end
     end
@@ -368,7 +366,7 @@ function _M.add_in_turn(self, compute)
     local merr, cas_err
     if client:waiter():now() < turn.ends then
         local stat
-        stat, merr = client:set(self.path, data, version)
+        stat, merr = send(self, nil, client.set, self.path, data, version)
         if stat then
             self._value, self._version = new, stat.version
             return new
@@ -376,10 +374,10 @@ function _M.add_in_turn(self, compute)
         cas_err = merr
     else
         local res, results
-        res, merr, results = client:multi {
+        res, merr, results = send(self, nil, client.multi, {
             { op = "set", path = self.path, data = data, version = version },
             { op = "delete", path = turn.node, version = 1 },
-        }
+        })
         if res then
             self._turn = nil
             self._value, self._version = new, res[1].stat.version

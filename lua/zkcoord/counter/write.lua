@@ -2,28 +2,31 @@
 --
 -- Owns the read of value and version (creating the node on first use),
 -- the versioned set with its retries (the fast path of add and
--- compare_and_set), the check after a write whose reply was lost, and the
--- list of errors that leave a write's outcome unknown.
+-- compare_and_set), the sending of every write of the counter (send) and
+-- the check after a write whose reply was lost.
 -- Rules: every write is a set at the version last read or written, so of
 -- several writers racing from one version exactly one wins; the version
 -- of our last reply is reused, so an uncontended add is one round trip. A
--- write whose reply was lost is never sent again blind: after a sync, the
--- node must show it did not happen. The hot path (update_fast with a known
--- version) makes no table or closure of its own.
+-- write turned away by the server (errors.transient but not
+-- errors.unknown_outcome: "sessionmoved", "throttledop") is sent again
+-- through util.retry with the counter's policy. A write whose outcome is
+-- unknown is never sent again blind: after a sync, the node must show it
+-- did not happen. A lost race ("badversion") is not a transient error: the
+-- same write can never succeed, so the fast path reads again and backs off
+-- in a loop of its own, bounded by opts.max_tries. The hot path
+-- (update_fast with a known version) makes no table or closure of its own.
 -- Functions take the counter as `self`: this module is part of the
 -- counter's class and reads its fields (zkcoord.counter documents them).
 local core = require "zkcoord.core"
+local util = require "zkcoord.util"
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local format = string.format
 local min = math.min
 local random = core.random
+local retry = util.retry
 
 local _M = {}
-
--- A write failed with one of these: its outcome is to be found out.
-local UNKNOWN = { connectionloss = true, operationtimeout = true, timeout = true,
-                  sessionexpired = true, sessionmoved = true }
-_M.UNKNOWN = UNKNOWN
 
 --- The detail of an error after which a write may or may not be applied.
 _M.MAYBE = "the write may or may not have been applied"
@@ -79,12 +82,39 @@ end
 _M.checked = checked
 
 
+-- One try of a write for util.retry: an error that leaves the outcome
+-- unknown ends the retry (false, err): a blind second write could apply
+-- it twice.
+local function write_once(client, op, a, b, c)
+    local r1, err, r3 = op(client, a, b, c)
+    if r1 == nil and unknown_outcome[err] then
+        return false, err, r3
+    end
+    return r1, err, r3
+end
+
+
+--- Sends the write client:op(a, b, c) (op: client.set, client.create or
+--- client.multi), again while the server turns it away, with the
+--- counter's retry policy, until `deadline` (a core.now() time; nil:
+--- max_tries alone bounds it). Returns op's results, or nil, err, r3.
+function _M.send(self, deadline, op, a, b, c)
+    local client = self.client
+    local r1, err, r3 = retry(client, deadline, self._policy, write_once, client, op, a, b, c)
+    if r1 == false then
+        return nil, err, r3
+    end
+    return r1, err, r3
+end
+local send = _M.send
+
+
 --- Reads value and version into the counter (creating the node with
 --- `initial` if missing).
 ---@return integer|nil value, table|string stat or err, string? detail
 function _M.read(self)
     local client, path = self.client, self.path
-    for _ = 1, 3 do
+    for _ = 1, util.MAX_RACES do    -- again only when the node went between create and read
         local data, stat = client:get(path)
         if data then
             local v, err, detail = decode(self, data)
@@ -97,7 +127,10 @@ function _M.read(self)
         if stat ~= "nonode" then
             return nil, stat
         end
-        local ok, err = client:create(path, encode(self, self._opts.initial), { parents = true })
+        -- A create that finds the node is as good as ours: it may be sent
+        -- again whatever its outcome.
+        local ok, err = retry(client, nil, self._policy, client.create, client, path,
+                              encode(self, self._opts.initial), { parents = true })
         if not ok and err ~= "nodeexists" then
             return nil, err
         end
@@ -133,7 +166,7 @@ end
 --- true when the write's outcome stays unknown; false when it surely did
 --- not happen (the write may be tried again).
 function _M.lost_reply(self, err, version, data)
-    if not UNKNOWN[err] or self.client:is_closed() then
+    if not unknown_outcome[err] or self.client:is_closed() then
         return nil
     end
     return applied(self, version, data) ~= false
@@ -178,7 +211,7 @@ function _M.update_fast(self, compute, no_line)
         else
             local data, version = encode(self, new), self._version
             st.cas_attempts = st.cas_attempts + 1
-            local stat, serr = client:set(self.path, data, version)
+            local stat, serr = send(self, nil, client.set, self.path, data, version)
             if stat then
                 self._value, self._version = new, stat.version
                 -- Adds waiting in the line (children of our node): our
