@@ -8,6 +8,10 @@
 
 #include "convert.h"
 
+const char *const convert_record_keys[RF_COUNT] = {
+    "kind", "id", "rc", "value", "stat", "extra", "type", "state", "path",
+};
+
 void convert_push_hex64(lua_State *L, int64_t v)
 {
     char buf[17];
@@ -120,21 +124,48 @@ static void push_multi(lua_State *L, record *r)
     }
 }
 
-/* Reply:   1, id, rc, value|nil, stat|nil, extra|nil
- * Watch:   2, watch id, type, state, path
- * Session: 3, serial, state */
-int convert_push_record(lua_State *L, record *r)
+/* The fields q:next(rec) sets, by kind (rec.kind is REC_*):
+ *   reply    id (request id), rc, value (data or path, or nil), stat (or nil),
+ *            extra (children, ACL entries or multi results, or nil)
+ *   watch    id (watch id), type, state, path
+ *   session  id (the session's serial), state
+ * Fields of another kind keep what an earlier record left: read only those
+ * of rec.kind. The keys are the calling closure's upvalues from number
+ * `keys` on, in RF_* order: interned once, not per record. */
+static void set_key(lua_State *L, int t, int keys, int field)
+{
+    lua_pushvalue(L, lua_upvalueindex(keys + field));
+    lua_insert(L, -2);
+    lua_rawset(L, t);
+}
+
+void convert_clear_record(lua_State *L, int t, int keys)
+{
+    static const int fields[] = {RF_VALUE, RF_STAT, RF_EXTRA, RF_PATH};
+    size_t i;
+    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        lua_pushnil(L);
+        set_key(L, t, keys, fields[i]);
+    }
+}
+
+void convert_fill_record(lua_State *L, int t, int keys, record *r)
 {
     lua_pushinteger(L, r->kind);
+    set_key(L, t, keys, RF_KIND);
     zk_pushid(L, r->id);
+    set_key(L, t, keys, RF_ID);
     switch (r->kind) {
     case REC_REPLY:
         lua_pushinteger(L, r->rc);
+        set_key(L, t, keys, RF_RC);
         push_value(L, r);
+        set_key(L, t, keys, RF_VALUE);
         if (r->has_stat)
             convert_push_stat(L, &r->stat);
         else
             lua_pushnil(L);
+        set_key(L, t, keys, RF_STAT);
         if (r->rc != ZOK && r->op != OP_MULTI)
             lua_pushnil(L);
         else if (r->op == OP_CHILDREN)
@@ -145,15 +176,20 @@ int convert_push_record(lua_State *L, record *r)
             push_multi(L, r);
         else
             lua_pushnil(L);
-        return 6;
+        set_key(L, t, keys, RF_EXTRA);
+        break;
     case REC_WATCH:
         lua_pushinteger(L, r->type);
+        set_key(L, t, keys, RF_TYPE);
         lua_pushinteger(L, r->state);
+        set_key(L, t, keys, RF_STATE);
         push_value(L, r);
-        return 5;
+        set_key(L, t, keys, RF_PATH);
+        break;
     default:
         lua_pushinteger(L, r->state);
-        return 3;
+        set_key(L, t, keys, RF_STATE);
+        break;
     }
 }
 
