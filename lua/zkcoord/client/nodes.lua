@@ -85,7 +85,10 @@ function _M:_resend_deletes()
 end
 
 
---- Contract, for recipes: `path` was created by this session for `q`.
+--- Contract, for recipes: `path` was created by this session for `q`, a
+--- position that answers node() (its node's path), is_through() and
+--- leave() (the nginx waiter calls them when the request that made the
+--- node ends or its thread is killed).
 function _M:own_node(path, q)
     local e = { serial = self._serial, q = q }
     self._owned[path] = e

@@ -133,7 +133,7 @@ local function check_wait(w)
     if type(w) == "table" then
         if w.new ~= nil then
             if type(w.new) ~= "function" then
-                bad("wait.new must be a function (client, pump) -> waiter")
+                bad("wait.new must be a function (client) -> waiter")
             end
         else
             check_waiter(w, "wait")
