@@ -33,8 +33,7 @@ static int push_errno(lua_State *L)
 
 /* q:next(rec) -> true after filling table rec with the oldest record's
  * fields (convert_fill_record), false when the queue is empty. The caller
- * passes the same table each time: no allocation per record. Emptied, the
- * table lets go of the last record's values. The field
+ * passes the same table each time: no allocation per record. The field
  * names are this closure's upvalues, interned once. */
 static int queue_next(lua_State *L)
 {
@@ -43,7 +42,6 @@ static int queue_next(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     r = queue_pop(q);
     if (!r) {
-        convert_clear_record(L, 2, 1);
         lua_pushboolean(L, 0);
         return 1;
     }

@@ -132,40 +132,34 @@ static void push_multi(lua_State *L, record *r)
  * Fields of another kind keep what an earlier record left: read only those
  * of rec.kind. The keys are the calling closure's upvalues from number
  * `keys` on, in RF_* order: interned once, not per record. */
-static void set_key(lua_State *L, int t, int keys, int field)
-{
-    lua_pushvalue(L, lua_upvalueindex(keys + field));
-    lua_insert(L, -2);
-    lua_rawset(L, t);
-}
 
-void convert_clear_record(lua_State *L, int t, int keys)
-{
-    static const int fields[] = {RF_VALUE, RF_STAT, RF_EXTRA, RF_PATH};
-    size_t i;
-    for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        lua_pushnil(L);
-        set_key(L, t, keys, fields[i]);
-    }
-}
+/* Pushes the name of field `field` (an upvalue of the calling closure);
+ * the caller pushes its value and rawsets: no string is hashed per record. */
+#define KEY(field) lua_pushvalue(L, lua_upvalueindex(keys + (field)))
 
 void convert_fill_record(lua_State *L, int t, int keys, record *r)
 {
+    KEY(RF_KIND);
     lua_pushinteger(L, r->kind);
-    set_key(L, t, keys, RF_KIND);
+    lua_rawset(L, t);
+    KEY(RF_ID);
     zk_pushid(L, r->id);
-    set_key(L, t, keys, RF_ID);
+    lua_rawset(L, t);
     switch (r->kind) {
     case REC_REPLY:
+        KEY(RF_RC);
         lua_pushinteger(L, r->rc);
-        set_key(L, t, keys, RF_RC);
+        lua_rawset(L, t);
+        KEY(RF_VALUE);
         push_value(L, r);
-        set_key(L, t, keys, RF_VALUE);
+        lua_rawset(L, t);
+        KEY(RF_STAT);
         if (r->has_stat)
             convert_push_stat(L, &r->stat);
         else
             lua_pushnil(L);
-        set_key(L, t, keys, RF_STAT);
+        lua_rawset(L, t);
+        KEY(RF_EXTRA);
         if (r->rc != ZOK && r->op != OP_MULTI)
             lua_pushnil(L);
         else if (r->op == OP_CHILDREN)
@@ -176,22 +170,27 @@ void convert_fill_record(lua_State *L, int t, int keys, record *r)
             push_multi(L, r);
         else
             lua_pushnil(L);
-        set_key(L, t, keys, RF_EXTRA);
+        lua_rawset(L, t);
         break;
     case REC_WATCH:
+        KEY(RF_TYPE);
         lua_pushinteger(L, r->type);
-        set_key(L, t, keys, RF_TYPE);
+        lua_rawset(L, t);
+        KEY(RF_STATE);
         lua_pushinteger(L, r->state);
-        set_key(L, t, keys, RF_STATE);
+        lua_rawset(L, t);
+        KEY(RF_PATH);
         push_value(L, r);
-        set_key(L, t, keys, RF_PATH);
+        lua_rawset(L, t);
         break;
     default:
+        KEY(RF_STATE);
         lua_pushinteger(L, r->state);
-        set_key(L, t, keys, RF_STATE);
+        lua_rawset(L, t);
         break;
     }
 }
+#undef KEY
 
 void convert_free_acl(struct ACL_vector *acl)
 {

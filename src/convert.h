@@ -15,8 +15,6 @@ extern const char *const convert_record_keys[RF_COUNT];
 /* Sets record r's fields in the table at index t. Called from a C closure
  * whose upvalues keys .. keys + RF_COUNT - 1 hold the field names. */
 void convert_fill_record(lua_State *L, int t, int keys, record *r);
-/* Drops the values (data, stat, lists, path) the table at t holds. */
-void convert_clear_record(lua_State *L, int t, int keys);
 /* Reads an ACL array at index idx into a malloc'd vector; nil gives NULL (open ACL).
  * Raises a Lua error on malformed input. */
 int convert_check_acl(lua_State *L, int idx, struct ACL_vector *out);

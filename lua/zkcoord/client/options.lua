@@ -253,7 +253,7 @@ function _M.load_waiter(spec, client, pump)
             return spec          -- checked by check()
         end
         local w = spec.new(client, pump)
-        check_waiter(w, "the waiter that wait.new(client, pump) returned")
+        check_waiter(w, "the waiter that wait.new(client) returned")
         return w
     end
     if spec == nil or spec == "auto" then

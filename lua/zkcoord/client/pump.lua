@@ -34,8 +34,10 @@ function _M.new(q, owner, hooks)
         on_record = hooks.record,
         on_timers = hooks.check_timers,
         cap = hooks.timer_cap,
-        -- The record q:next() fills: one table reused for every record.
-        rec = {},
+        -- The record q:next() fills: one table reused for every record,
+        -- made with every field so that filling it never adds a key.
+        rec = { kind = 0, id = 0, rc = 0, value = false, stat = false, extra = false,
+                type = 0, state = 0, path = false },
         callbacks = { head = 1, tail = 0 },
     }, mt)
 end
@@ -44,9 +46,14 @@ end
 --- Hands every queued record to the client, oldest first, without waiting.
 function Pump:drain()
     local q, rec, on_record, owner = self.q, self.rec, self.on_record, self.owner
-    while q:next(rec) do
-        on_record(owner, rec)
+    if not q:next(rec) then
+        return
     end
+    repeat
+        on_record(owner, rec)
+    until not q:next(rec)
+    -- Let go of the last record's values (data, lists, stat).
+    rec.value, rec.stat, rec.extra, rec.path = false, false, false, false
 end
 
 

@@ -264,7 +264,7 @@ function _M:track(e, path)
     end
     e.scope, e.co = s, running()
     s.nodes[path] = e
-    self:_arm()
+    arm(self)
 end
 
 
