@@ -20,7 +20,7 @@ local function has_valgrind()
     return os.execute("command -v valgrind >/dev/null 2>&1") == 0
 end
 
--- Our C sources, by file name as valgrind prints them ("(queue.c:35)").
+-- Our C sources, by file name as valgrind prints them ("(completions.c:35)").
 local function our_files()
     local files = {}
     local p = io.popen("ls src 2>/dev/null")

@@ -28,9 +28,9 @@ describe("valgrind #zk #nosan #slow", function()
         -- Each loss record: does its allocation stack pass through our core.so
         -- before any libzookeeper frame?
         -- A frame is ours by object (core.so) or, with debug info, by source
-        -- file ("(queue.c:35)"): none of ours shares a name with libzookeeper's.
-        local OUR_SOURCES = { core = true, session = true, poll = true, queue = true,
-                              convert = true }
+        -- file ("(completions.c:35)"): none of ours shares a name with libzookeeper's.
+        local OUR_SOURCES = { core = true, session = true, completions = true,
+                              completions_lua = true, convert = true }
         local function our_frame(line)
             local src = line:match("%(([%w_]+)%.c:%d+%)")
             return line:find("core.so", 1, true) or (src and OUR_SOURCES[src])

@@ -8,6 +8,10 @@
 
 #include "convert.h"
 
+const char *const convert_record_keys[RF_COUNT] = {
+    "kind", "id", "rc", "value", "stat", "extra", "type", "state", "path",
+};
+
 void convert_push_hex64(lua_State *L, int64_t v)
 {
     char buf[17];
@@ -120,21 +124,42 @@ static void push_multi(lua_State *L, record *r)
     }
 }
 
-/* Reply:   1, id, rc, value|nil, stat|nil, extra|nil
- * Watch:   2, watch id, type, state, path
- * Session: 3, serial, state */
-int convert_push_record(lua_State *L, record *r)
+/* The fields q:next(rec) sets, by kind (rec.kind is REC_*):
+ *   reply    id (request id), rc, value (data or path, or nil), stat (or nil),
+ *            extra (children, ACL entries or multi results, or nil)
+ *   watch    id (watch id), type, state, path
+ *   session  id (the session's serial), state
+ * Fields of another kind keep what an earlier record left: read only those
+ * of rec.kind. The keys are the calling closure's upvalues from number
+ * `keys` on, in RF_* order: interned once, not per record. */
+
+/* Pushes the name of field `field` (an upvalue of the calling closure);
+ * the caller pushes its value and rawsets: no string is hashed per record. */
+#define KEY(field) lua_pushvalue(L, lua_upvalueindex(keys + (field)))
+
+void convert_fill_record(lua_State *L, int t, int keys, record *r)
 {
+    KEY(RF_KIND);
     lua_pushinteger(L, r->kind);
+    lua_rawset(L, t);
+    KEY(RF_ID);
     zk_pushid(L, r->id);
+    lua_rawset(L, t);
     switch (r->kind) {
     case REC_REPLY:
+        KEY(RF_RC);
         lua_pushinteger(L, r->rc);
+        lua_rawset(L, t);
+        KEY(RF_VALUE);
         push_value(L, r);
+        lua_rawset(L, t);
+        KEY(RF_STAT);
         if (r->has_stat)
             convert_push_stat(L, &r->stat);
         else
             lua_pushnil(L);
+        lua_rawset(L, t);
+        KEY(RF_EXTRA);
         if (r->rc != ZOK && r->op != OP_MULTI)
             lua_pushnil(L);
         else if (r->op == OP_CHILDREN)
@@ -145,17 +170,27 @@ int convert_push_record(lua_State *L, record *r)
             push_multi(L, r);
         else
             lua_pushnil(L);
-        return 6;
+        lua_rawset(L, t);
+        break;
     case REC_WATCH:
+        KEY(RF_TYPE);
         lua_pushinteger(L, r->type);
+        lua_rawset(L, t);
+        KEY(RF_STATE);
         lua_pushinteger(L, r->state);
+        lua_rawset(L, t);
+        KEY(RF_PATH);
         push_value(L, r);
-        return 5;
+        lua_rawset(L, t);
+        break;
     default:
+        KEY(RF_STATE);
         lua_pushinteger(L, r->state);
-        return 3;
+        lua_rawset(L, t);
+        break;
     }
 }
+#undef KEY
 
 void convert_free_acl(struct ACL_vector *acl)
 {

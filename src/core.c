@@ -147,13 +147,11 @@ static void push_constants(lua_State *L)
     set_int(L, "ASSOCIATING_STATE", ZOO_ASSOCIATING_STATE);
     set_int(L, "CONNECTED_STATE", ZOO_CONNECTED_STATE);
     set_int(L, "READONLY_STATE", ZOO_READONLY_STATE);
-    set_int(L, "NOTCONNECTED_STATE", ZOO_NOTCONNECTED_STATE);
     /* events */
     set_int(L, "CREATED_EVENT", ZOO_CREATED_EVENT);
     set_int(L, "DELETED_EVENT", ZOO_DELETED_EVENT);
     set_int(L, "CHANGED_EVENT", ZOO_CHANGED_EVENT);
     set_int(L, "CHILD_EVENT", ZOO_CHILD_EVENT);
-    set_int(L, "SESSION_EVENT", ZOO_SESSION_EVENT);
     set_int(L, "NOTWATCHING_EVENT", ZOO_NOTWATCHING_EVENT);
     /* watch kinds for remove_watch */
     set_int(L, "WATCH_CHILDREN", ZWATCHTYPE_CHILD);
@@ -163,7 +161,7 @@ static void push_constants(lua_State *L)
     set_int(L, "OP_DELETE", OPT_DELETE);
     set_int(L, "OP_SET", OPT_SET);
     set_int(L, "OP_CHECK", OPT_CHECK);
-    /* record kinds from queue:next() */
+    /* record kinds: rec.kind after q:next(rec) */
     set_int(L, "REPLY", REC_REPLY);
     set_int(L, "WATCH", REC_WATCH);
     set_int(L, "SESSION", REC_SESSION);
@@ -197,7 +195,7 @@ static void push_codes(lua_State *L)
         {ZINVALIDCALLBACK, "invalidcallback"},
         {ZINVALIDACL, "invalidacl"},
         {ZAUTHFAILED, "authfailed"},
-        {ZCLOSING, "closing"},
+        {ZCLOSING, "closed"},      /* our own close() failed the request */
         {ZNOTHING, "nothing"},
         {ZSESSIONMOVED, "sessionmoved"},
         {ZNOTREADONLY, "notreadonly"},
@@ -228,7 +226,7 @@ static void pin_library(void)
 __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
-        {"queue", queue_new_l},
+        {"completions", completions_new_l},
         {"open", session_open},
         {"now", core_now},
         {"set_log_level", core_set_log_level},
@@ -238,7 +236,7 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
     };
     pin_library();
     zoo_set_debug_level((ZooLogLevel)0);
-    queue_register(L);
+    completions_register(L);
     session_register(L);
     lua_newtable(L);
     zk_setfuncs(L, funcs);

@@ -623,7 +623,7 @@ static int session_gc(lua_State *L)
  *           [resolve_interval_s: -1 never (but on connection loss), 0 every poll]) */
 int session_open(lua_State *L)
 {
-    zkq *q = queue_check(L, 1);
+    zkq *q = completions_check(L, 1);
     const char *hosts = luaL_checkstring(L, 2);
     double timeout = luaL_checknumber(L, 3);
     double serial = luaL_checknumber(L, 4);

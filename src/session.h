@@ -3,11 +3,11 @@
 #define ZKCOORD_SESSION_H
 
 #include "compat.h"
-#include "queue.h"
+#include "completions.h"
 
-zkq *queue_check(lua_State *L, int idx);   /* poll.c */
-int queue_new_l(lua_State *L);              /* poll.c */
-void queue_register(lua_State *L);          /* poll.c */
+zkq *completions_check(lua_State *L, int idx);   /* completions_lua.c */
+int completions_new_l(lua_State *L);              /* completions_lua.c */
+void completions_register(lua_State *L);          /* completions_lua.c */
 int session_open(lua_State *L);
 void session_register(lua_State *L);
 

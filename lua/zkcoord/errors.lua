@@ -8,7 +8,8 @@ local core = require "zkcoord.core"
 
 local _M = { _VERSION = require("zkcoord.version") }
 
--- ZooKeeper return code (number) -> name, from the C core.
+-- ZooKeeper return code (number) -> name, from the C core. ZCLOSING (a
+-- request our own close() failed) is named "closed" there.
 local by_rc = core.codes
 _M.by_rc = by_rc
 
@@ -29,10 +30,6 @@ _M.own = {
 ---@param rc integer
 ---@return string
 function _M.name(rc)
-    -- ZCLOSING means our own close(): report it as "closed".
-    if rc == -116 then
-        return "closed"
-    end
     return by_rc[rc] or ("zk" .. tostring(rc))
 end
 

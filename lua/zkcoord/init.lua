@@ -61,6 +61,5 @@ for method, modname in pairs(RECIPES) do
         end
     end
 end
-_M.recipes = RECIPES
 
 return _M

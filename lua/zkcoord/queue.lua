@@ -421,8 +421,8 @@ local function own_watch_fired(ev, self)
 end
 
 
-local function own_watch_reply(p)
-    local self, node = p.q, p.node
+local function own_watch_reply(p, ctx)
+    local self, node = ctx.q, ctx.node
     if self._node ~= node or p.rc == 0 then
         return
     end
@@ -441,11 +441,10 @@ end
 
 function _M:_watch_own()
     local node = self._node
-    local p = self.client:send("exists", node, own_watch_fired, self).entry
-    if not p then
+    local f = self.client:send("exists", node, own_watch_fired, self)
+    if not f:on_late(own_watch_reply, { q = self, node = node }) then
         return self:_rewatch_when_connected(node)
     end
-    p.late, p.q, p.node = own_watch_reply, self, node
 end
 
 
@@ -628,11 +627,12 @@ function _M:_delete_by_prefix(prefix, serial)
 end
 
 
-local function delete_late_create(p)
+local function delete_late_create(p, ctx)
+    local q = ctx.q
     if p.rc == 0 and p.value then
-        p.client:delete_guaranteed(p.value, nil, p.q.persistent)
-    elseif (not p.lost or p.q.persistent) and UNKNOWN_OUTCOME[errname(p.rc)] then
-        p.q:_delete_by_prefix(p.prefix, p.serial)
+        q.client:delete_guaranteed(p.value, nil, q.persistent)
+    elseif (not p.lost or q.persistent) and UNKNOWN_OUTCOME[errname(p.rc)] then
+        q:_delete_by_prefix(ctx.prefix, p.serial)  -- same class
     end
 end
 
@@ -659,12 +659,9 @@ function _M:_create(deadline)
                                self.persistent and CREATE_PERSISTENT or CREATE_EPHEMERAL)
         local fl = client:send("children", self.path)
         local serial = client:serial()
-        local e = fc.entry
-        if e then
-            -- A reply that arrives after we gave up: delete what it created,
-            -- or what it may have created when the reply was lost.
-            e.late, e.client, e.q, e.prefix = delete_late_create, client, self, prefix
-        end
+        -- A reply that arrives after we gave up: delete what it created,
+        -- or what it may have created when the reply was lost.
+        fc:on_late(delete_late_create, { q = self, prefix = prefix })
         local node, stat = fc:wait(self:_reply_wait(deadline))
         local names = fl:wait(self:_reply_wait(deadline))
         if node then

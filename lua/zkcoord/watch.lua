@@ -146,7 +146,7 @@ function _M:cancel()
     -- and the C client only removes a watch it has registered: wait for it
     -- (one round trip; bounded) so remove_watches below catches it too.
     local f = self._inflight
-    if f and f.entry and not f.entry.done and client:state() == "connected" then
+    if f and not f:is_done() and client:state() == "connected" then
         f:wait(min(client:session_timeout(), 2))
     end
     self._inflight = nil

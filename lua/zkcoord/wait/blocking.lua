@@ -1,9 +1,10 @@
 --- zkcoord.wait.blocking: the default waiter outside nginx.
 --
 -- The calling thread blocks on the C core's condition variable. While it
--- waits it drains the client's queue, so replies to other requests, watch
--- events and session changes are handled meanwhile, and their callbacks run
--- right after (never on a ZooKeeper thread). A waiter is the only place that
+-- waits it drives the client's pump (zkcoord.client.pump): one loop here
+-- drains the queue, so replies to other requests, watch events and session
+-- changes are handled meanwhile, and runs their callbacks right after
+-- (never on a ZooKeeper thread). A waiter is the only place that
 -- knows how to wait: the client and every recipe wait through `event()` and
 -- `sleep()` (kazoo's handler idea).
 --
@@ -30,9 +31,11 @@ local event_mt = { __index = Event }
 
 
 ---@param client table the zkcoord client this waiter serves
-function _M.new(client)
+---@param pump table? the client's pump (default client:pump())
+function _M.new(client, pump)
     return setmetatable({
         client = client,
+        pump = pump or client:pump(),
         tasks = {},        -- coroutine -> { deadline =, ev = } while it waits, or true
         ready = {},        -- coroutines to resume, in order
         count = 0,         -- spawned and not finished
@@ -40,9 +43,36 @@ function _M.new(client)
 end
 
 
+-- One turn of the pump: records in, timers kept, callbacks run inline.
+local function turn(w)
+    local pump = w.pump
+    pump:step()
+    pump:run_callbacks()
+end
+
+
+-- The one loop of a blocking wait: turn the pump until `ev` is set, the
+-- deadline passes or the client closes; sleep on the C queue in between
+-- (no longer than the client's next session timer).
+local function turn_until(w, ev, deadline)
+    local pump, client = w.pump, w.client
+    while true do
+        turn(w)
+        if ev.is_set then
+            return true
+        end
+        local left = deadline - now()
+        if left <= 0 or client:is_closed() then
+            return ev.is_set
+        end
+        pump:wait(left)
+    end
+end
+
+
 --- A one-shot event: `set()` once, `wait(timeout)` until it is set.
 function _M:event()
-    return setmetatable({ waiter = self, client = self.client, is_set = false }, event_mt)
+    return setmetatable({ waiter = self, is_set = false }, event_mt)
 end
 
 
@@ -82,19 +112,7 @@ function Event:wait(timeout)
         self.co = nil
         return self.is_set
     end
-    local client = self.client
-    local deadline = timeout and now() + timeout or huge
-    while true do
-        client:_pump()
-        if self.is_set then
-            return true
-        end
-        local left = deadline - now()
-        if left <= 0 or client._closed then
-            return self.is_set
-        end
-        client._q:wait(client:_timer_cap(left))
-    end
+    return turn_until(w, self, timeout and now() + timeout or huge)
 end
 
 
@@ -115,7 +133,7 @@ end
 --- Runs `fn(...)` soon, outside the drain loop: at the end of the current
 --- pump (blocking mode runs callbacks inline, in arrival order).
 function _M:defer(fn, ...)
-    self.client:_enqueue_callback(fn, ...)
+    self.pump:enqueue_callback(fn, ...)
 end
 
 
@@ -163,10 +181,9 @@ function _M:run(timeout)
     if co_running() and self.tasks[co_running()] then
         error("client:run() cannot be called from a spawned coroutine", 3)
     end
-    local client = self.client
     local deadline = timeout and now() + timeout or huge
     while self.count > 0 do
-        client:_pump()
+        turn(self)
         -- Wake the due ones (their wait times out).
         local t = now()
         local next_due = huge
@@ -193,15 +210,16 @@ function _M:run(timeout)
                 return false
             end
             if left > 0 then
-                client._q:wait(client:_timer_cap(left))
+                self.pump:wait(left)
             end
         end
     end
-    client:_pump()
+    turn(self)
     return true
 end
 
 
+--- Seconds on the library's monotonic clock (recipes' deadlines).
 _M.now = now
 
 

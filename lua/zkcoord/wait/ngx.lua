@@ -1,10 +1,11 @@
 --- zkcoord.wait.ngx: waiting inside an nginx worker without blocking it.
 --
--- A request (or timer) that waits yields on an ngx.semaphore. One pump per
--- client, a timer started with ngx.timer.at(0), reads the C core's doorbell:
--- a unix socket the core writes one byte to when its queue goes from empty
--- to non-empty. The pump drains the queue, which posts the semaphores of
--- the requests whose replies arrived. No polling: an idle worker uses no CPU.
+-- A request (or timer) that waits yields on an ngx.semaphore. One pump
+-- loop per client, a timer started with ngx.timer.at(0), reads the C core's
+-- doorbell: a unix socket the core writes one byte to when its queue goes
+-- from empty to non-empty. The loop drives the client's pump
+-- (zkcoord.client.pump), whose drain posts the semaphores of the requests
+-- whose replies arrived. No polling: an idle worker uses no CPU.
 --
 -- What a measured prototype showed, kept here:
 --  * a far-future sentinel timer: on reload/quit nginx fires pending timers
@@ -113,6 +114,8 @@ local NO_WAIT = {
     ssl_session_fetch = true, ssl_session_store = true, exit_worker = true,
 }
 
+local arm   -- arm(waiter): the ticker, below
+
 local FOREVER = 365 * 24 * 3600
 -- ngx.semaphore and cosockets take milliseconds as a C int: longer waits
 -- go in chunks.
@@ -139,9 +142,10 @@ local Event = {}
 local event_mt = { __index = Event }
 
 
-function _M.new(client)
+function _M.new(client, pump)
     local self = setmetatable({
         client = client,
+        pump = pump or client:pump(),
         waiting = 0,          -- coroutines blocked in Event:wait
         pumping = false,
         runner = false,       -- a callback-runner timer is scheduled
@@ -195,7 +199,7 @@ function Event:wait(timeout)
     if request_fd and REQUEST_PHASES[get_phase()] then
         self.fd = request_fd()
     end
-    w:_arm()
+    arm(w)
     local sema = self.sema
     local deadline = timeout and ngx.now() + timeout
     local ok
@@ -260,15 +264,15 @@ function _M:track(e, path)
     end
     e.scope, e.co = s, running()
     s.nodes[path] = e
-    self:_arm()
+    arm(self)
 end
 
 
 -- Deletes the node of entry `e` (its position leaves the line).
 local function drop(client, path, e, why)
     local q = e.q
-    if q._node == path then
-        if q._through then
+    if q:node() == path then
+        if q:is_through() then
             log(WARN, "zkcoord: ", why, " holding ", path, ": released")
         end
         q:leave()
@@ -306,7 +310,7 @@ function _M:_abandoned(co)
     local client = self.client
     for s in pairs(self.scopes) do
         for path, e in pairs(s.nodes) do
-            if e.co == co and not e.q._through then
+            if e.co == co and not e.q:is_through() then
                 drop(client, path, e, "a killed thread")
             end
         end
@@ -317,29 +321,29 @@ end
 local function tick(premature, self)
     self.ticking = false
     local client = self.client
-    if client._closed then
+    if client:is_closed() then
         return
     end
     local ok, err = pcall(function()
         self:_reap()
         self:_end_scopes()
-        client:_check_timers()
+        self.pump:check_timers()
     end)
     if not ok then
         log(ERR, "zkcoord: tick: ", err)
     end
-    if not premature and (next(self.live) or next(self.scopes) or client._state == "suspended") then
-        self:_arm()
+    if not premature and (next(self.live) or next(self.scopes) or client:state() == "suspended") then
+        arm(self)
     end
 end
 
 
 -- Arms the ticker (one timer at a time) while something needs watching.
-function _M:_arm()
-    if self.ticking or self.client._closed then
+arm = function(self)
+    if self.ticking or self.client:is_closed() then
         return
     end
-    local ok = ngx.timer.at(self.client:_timer_cap(TICK), tick, self)
+    local ok = ngx.timer.at(self.pump:timer_cap(TICK), tick, self)
     if ok then
         self.ticking = true
     end
@@ -364,9 +368,9 @@ end
 
 --- Runs callbacks in order, in one timer at a time (never in the pump).
 function _M:defer(fn, ...)
-    local client = self.client
+    local pump = self.pump
     self.sets = self.sets + 1       -- progress, for the poll loop
-    client:_enqueue_callback(fn, ...)
+    pump:enqueue_callback(fn, ...)
     if self.runner then
         return
     end
@@ -374,7 +378,7 @@ function _M:defer(fn, ...)
         -- No timers here ("API disabled"): client:close() in exit_worker
         -- still reports events and "closed". Run them now; they cannot
         -- wait in this phase (a wait raises, and the runner logs it).
-        client:_run_callbacks()
+        pump:run_callbacks()
         return
     end
     self.runner = true
@@ -383,7 +387,7 @@ function _M:defer(fn, ...)
         if premature then
             return
         end
-        client:_run_callbacks()
+        pump:run_callbacks()
     end)
     if not ok then
         self.runner = false
@@ -392,6 +396,7 @@ function _M:defer(fn, ...)
 end
 
 
+--- Seconds on the library's monotonic clock (recipes' deadlines).
 _M.now = core.now
 
 
@@ -439,15 +444,15 @@ function _M:_start_pump()
     end
     -- The sentinel: fired early (premature) when the worker exits.
     ngx.timer.at(FOREVER, function(premature)
-        if premature and not self.client._closed then
-            self.client._q:kick()
+        if premature and not self.client:is_closed() then
+            self.pump:kick()
         end
     end)
 end
 
 
 function _M:_connect_doorbell()
-    local q = self.client._q
+    local q = self.pump
     counter = counter + 1
     local path = ("%s/zkcoord.%d.%d.sock"):format(_M.sock_dir, ngx.worker.pid(), counter)
     local ok, err, detail = q:listen_unix(path)
@@ -471,7 +476,7 @@ end
 
 
 function _M:_pump_loop()
-    local client = self.client
+    local client, pump = self.client, self.pump
     local sock, err = self:_connect_doorbell()
     if not sock then
         log(WARN, "zkcoord: no doorbell socket (", err, "); falling back to polling")
@@ -491,14 +496,14 @@ function _M:_pump_loop()
         if not data and rerr ~= "timeout" then
             break                          -- closed: the client was closed
         end
-        local ok, perr = pcall(client._pump, client)
+        local ok, perr = pcall(pump.step, pump)
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
         end
-        if client._state == "suspended" then
-            self:_arm()                    -- the session timer runs in the ticker
+        if client:state() == "suspended" then
+            arm(self)                      -- the session timer runs in the ticker
         end
-        if client._closed then
+        if client:is_closed() then
             break
         end
     end
@@ -553,11 +558,11 @@ end
 -- arrives and starts again at 1 ms when something did; parked on a
 -- semaphore while nobody waits (a new waiter wakes it).
 function _M:_poll_loop()
-    local client = self.client
+    local client, pump = self.client, self.pump
     local step = 0.001
-    while not client._closed do
+    while not client:is_closed() do
         local sets = self.sets
-        local ok, perr = pcall(client._pump, client)
+        local ok, perr = pcall(pump.step, pump)
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
         end

@@ -1,4 +1,4 @@
-/* queue.h: the completion queue shared by ZooKeeper threads and the Lua thread.
+/* completions.h: the completion queue shared by ZooKeeper threads and the Lua thread.
  *
  * A record is allocated on the Lua thread when a request is submitted, handed
  * to libzookeeper_mt as the completion's `data`, filled and pushed by a
@@ -6,8 +6,8 @@
  * session records are allocated by the ZooKeeper thread that sees the event.
  * Whoever holds a record last frees it: nobody else touches it meanwhile.
  */
-#ifndef ZKCOORD_QUEUE_H
-#define ZKCOORD_QUEUE_H
+#ifndef ZKCOORD_COMPLETIONS_H
+#define ZKCOORD_COMPLETIONS_H
 
 #include <pthread.h>
 #include <stdint.h>

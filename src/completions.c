@@ -1,4 +1,4 @@
-/* queue.c: completion queue and its three bells.
+/* completions.c: the completion queue and its three bells (any thread).
  *
  * Producers (ZooKeeper's IO and completion threads, and zookeeper_close on the
  * Lua thread) append records under the mutex. When the queue goes from empty
@@ -21,7 +21,7 @@
 #include <sys/eventfd.h>
 #endif
 
-#include "queue.h"
+#include "completions.h"
 
 double monotonic_now(void)
 {

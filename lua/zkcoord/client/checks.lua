@@ -1,0 +1,138 @@
+--- zkcoord.client.checks: argument checks shared by the client and the
+--- recipes (internal). Misuse raises, blaming the first caller outside
+--- this library.
+--
+-- Plain functions on values: none reads a client's fields (check_self
+-- compares a metatable only).
+local type, error, pairs, tostring, getmetatable = type, error, pairs, tostring, getmetatable
+local byte, find = string.byte, string.find
+local client_mt = require("zkcoord.client.class").mt
+
+local _M = {}
+
+-- Is `source` (debug.getinfo's) a file of this library (zkcoord/*.lua,
+-- zkcoord/wait/*.lua, zkcoord/client/*.lua)? By name, not by the exact
+-- directory: one process may load modules through several package.path
+-- entries.
+local function our_source(source)
+    return find(source, "zkcoord[/\\][%w_]+%.lua$") ~= nil
+        or find(source, "zkcoord[/\\]wait[/\\][%w_]+%.lua$") ~= nil
+        or find(source, "zkcoord[/\\]client[/\\][%w_]+%.lua$") ~= nil
+end
+
+-- The error blames the first caller outside this library: the same check
+-- runs from client:create, client:send("create"), recipe constructors and
+-- internal paths at different depths, and `level` alone would point inside
+-- zkcoord from some of them.
+local function raise(msg, level)
+    local k = (level or 2) + 1
+    while true do
+        local info = debug.getinfo(k, "S")
+        -- C frames (pcall around a user's rule) are passed over too
+        if not info or (info.what ~= "C" and not our_source(info.source)) then
+            break
+        end
+        k = k + 1
+    end
+    error(msg, k)
+end
+_M.raise = raise
+
+local function argerror(n, fname, msg, level)
+    raise(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (level or 2) + 1)
+end
+_M.argerror = argerror
+
+
+--- Raises unless `self` is a client (a method called with `.`).
+function _M.check_self(self, fname)
+    if getmetatable(self) ~= client_mt then
+        error(("'%s' must be called on a zkcoord client (use client:%s(...))")
+              :format(fname, fname), 3)
+    end
+end
+
+
+--- Raises unless `path` is an absolute ZooKeeper path. A trailing "/" is
+--- allowed only where ZooKeeper appends a sequence number.
+function _M.check_path(path, fname, n, sequential)
+    if type(path) ~= "string" then
+        argerror(n or 1, fname, "path must be a string, got " .. type(path), 2)
+    end
+    if byte(path, 1) ~= 47 then
+        argerror(n or 1, fname, "path must start with '/': " .. path, 2)
+    end
+    local len = #path
+    if len > 1 and byte(path, len) == 47 and not sequential then
+        argerror(n or 1, fname, "path must not end with '/': " .. path, 2)
+    end
+    if find(path, "%c") then
+        -- ZooKeeper refuses control characters; libzookeeper's multi even
+        -- frees memory it never allocated on one (a crash).
+        argerror(n or 1, fname, "path must not contain NUL or control characters", 2)
+    end
+    if sequential and path == "/" then
+        -- Under a chroot libzookeeper would create <chroot><seq> beside the
+        -- namespace, outside it.
+        argerror(n or 1, fname, "a sequential node needs a name prefix, not '/'", 2)
+    end
+    if find(path, "//", 1, true) then
+        argerror(n or 1, fname, "path must not contain empty segments: " .. path, 2)
+    end
+    local p = path .. "/"
+    if find(p, "/./", 1, true) or find(p, "/../", 1, true) then
+        argerror(n or 1, fname, "path must not contain '.' or '..' segments: " .. path, 2)
+    end
+    return path
+end
+
+
+function _M.check_version(v, fname, n)
+    if type(v) == "nil" then   -- not `== nil`: a NULL cdata equals nil
+        return -1
+    end
+    if type(v) ~= "number" or v ~= v or v % 1 ~= 0 or v < -1 or v > 2147483647 then
+        argerror(n, fname, "version must be an integer >= -1", 2)
+    end
+    return v
+end
+
+
+function _M.check_timeout(t, fname, n)
+    if t ~= nil and (type(t) ~= "number" or t ~= t or t < 0) then
+        argerror(n, fname, "timeout must be a non-negative number of seconds or nil", 2)
+    end
+    return t
+end
+
+
+function _M.check_fn(fn, fname, n)
+    if fn ~= nil and type(fn) ~= "function" then
+        argerror(n, fname, "watch must be a function or nil", 2)
+    end
+    return fn
+end
+
+
+--- The length of `t` as an array, counted up to its largest integer key
+--- (not `#` or ipairs, which stop at or skip a hole): nil, why when a key
+--- is not a positive integer or an index below the largest is missing.
+function _M.array_length(t)
+    local n, count = 0, 0
+    for k in pairs(t) do
+        if type(k) ~= "number" or k < 1 or k % 1 ~= 0 then
+            return nil, "a key is not a positive integer: " .. tostring(k)
+        end
+        count = count + 1
+        if k > n then
+            n = k
+        end
+    end
+    if count ~= n then
+        return nil, "holes"
+    end
+    return n
+end
+
+
+return _M

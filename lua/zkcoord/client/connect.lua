@@ -1,0 +1,149 @@
+--- zkcoord.client.connect: opening a client and its sessions (client
+--- methods).
+--
+-- Owns `connect` (options, the client's fields, its pump and waiter, the
+-- wait for the first connection and its credentials) and `_open_session`
+-- (a session of the C core; a new one after each lost one). Every private
+-- field of a client is created here.
+local core = require "zkcoord.core"
+local _M = require "zkcoord.client.class"
+local options = require "zkcoord.client.options"
+local acl = require "zkcoord.client.acl"
+local pump = require "zkcoord.client.pump"
+local session = require "zkcoord.client.session"
+
+local setmetatable, ipairs, error = setmetatable, ipairs, error
+
+
+local function default_logger(level, msg)
+    if level == "error" or level == "warn" then
+        io.stderr:write("zkcoord [", level, "] ", msg, "\n")
+    end
+end
+
+
+-- A client that is not connected yet, with its pump and waiter.
+local function new_client(c, q)
+    local o = c.opts
+    local self = setmetatable({
+        _opts = o,
+        _hosts = c.hosts,
+        _chroot = c.chroot,
+        _max_path = o.max_packet_size - options.PACKET_OVERHEAD - #c.chroot,
+        _auth = c.auth,
+        _acl = acl.normalize(o.acl, "connect", 1),
+        _retry = c.retry,
+        _request_timeout = o.request_timeout or o.session_timeout,
+        _log = o.logger or default_logger,
+        _q = q,                   -- the C completion queue, which the pump drains
+        _serial = 0,
+        _state = "connecting",
+        _pending = {},            -- request id -> pending record (future.new_entry)
+        _watches = {},            -- request id -> { fn =, path =, kind =, arg = }
+        _listeners = {},          -- on_state functions, in order
+        _state_events = {},       -- events set on every state change
+        _retry_deletes = {},      -- path -> attempt, resent once connected
+        _owned = {},              -- path -> { serial =, q = }: nodes recipes created
+        _closed = false,
+    }, _M.mt)
+    self._pump = pump.new(q, self, session.pump_hooks)
+    self._waiter = options.load_waiter(o.wait, self, self._pump)
+    if not o.logger and self._waiter.logger then
+        self._log = self._waiter.logger     -- nginx: ngx.log, at the matching level
+    end
+    return self
+end
+
+
+-- Waits for the first connection, then for the credentials: the first
+-- create must already carry them (creator_all ACLs).
+local function await_connected(self, o)
+    local connected = self:wait_state(function(st) return st == "connected" end,
+                                      o.connect_timeout)
+    if not connected then
+        local state = self._state
+        self:close()
+        if state == "lost" then
+            return nil, "sessionexpired", "the session could not be resumed"
+        end
+        return nil, "timeout", ("no ZooKeeper server answered within %gs at %s")
+                               :format(o.connect_timeout, self._hosts)
+    end
+    for _, f in ipairs(self._auth_futures or {}) do
+        local aok, aerr = f:wait(o.connect_timeout)
+        if not aok then
+            self:close()
+            return nil, aerr, "adding credentials failed"
+        end
+    end
+    self._auth_futures = nil
+    return true
+end
+
+
+---@class zkcoord.connect_opts
+---@field servers string|string[]  "host:port,host:port" or an array
+---@field session_timeout number? seconds (default 10)
+---@field connect_timeout number? seconds to wait for the first connection (default 5)
+---@field request_timeout number? seconds one request may take (default session_timeout)
+---@field chroot string? namespace prefixed to every path
+---@field auth table? { scheme =, credentials = } or an array of them
+---@field acl string|table? default ACL of created nodes ("open", "creator_all", "read" or entries)
+---@field retry table? { max_tries = 5, base_delay = 0.05, max_delay = 1 } for idempotent reads
+---@field wait string|table? "auto" | "blocking" | "ngx" | a waiter
+---@field reconnect boolean? open a new session by itself after expiry (default true)
+---@field lost_after number? seconds "suspended" before the session counts as lost
+---                          (default and at most: the session timeout)
+
+--- Opens a session and waits (at most connect_timeout) until it is connected.
+---@param opts zkcoord.connect_opts
+---@return table|nil client, string? err, string? detail
+function _M.connect(opts)
+    local c = options.check(opts)
+    local o = c.opts
+    if ngx and ngx.get_phase and ngx.get_phase() == "init" and o.wait ~= "blocking" then
+        error("zkcoord.connect: no ZooKeeper session in init_by_lua*: it runs in the master "
+              .. "before fork. Connect in init_worker_by_lua* (zkcoord.ngx.init_worker) "
+              .. "or on first use", 2)
+    end
+    core.set_log_level(o.zk_log_level)
+
+    local q, qerr, qdetail = core.completions()
+    if not q then
+        return nil, qerr, qdetail
+    end
+    local self = new_client(c, q)
+    local ok, err, detail = self:_open_session(o.session_id, o.session_password)
+    if not ok then
+        return nil, err, detail
+    end
+    ok, err, detail = await_connected(self, o)
+    if not ok then
+        return nil, err, detail
+    end
+    _M.live[self] = true
+    return self
+end
+
+
+function _M:_open_session(sid, password)
+    self._serial = self._serial + 1
+    local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
+                                     self._serial, sid, password, self._opts.resolve_interval)
+    if not s then
+        return nil, err, detail
+    end
+    self._s = s
+    self._session_id = nil
+    if self._auth then
+        local futures = {}
+        for i, a in ipairs(self._auth) do
+            futures[i] = self:_request(nil, "add_auth", a.scheme, a.credentials)
+        end
+        self._auth_futures = futures
+    end
+    return true
+end
+
+
+return _M
