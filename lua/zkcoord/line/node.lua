@@ -34,8 +34,7 @@ _M.connected_or_closed = connected_or_closed
 
 -- Ownership of a node named with our uuid prefix: an ephemeral one is ours
 -- when its ephemeral owner is our current session; one that outlives
--- sessions by the uuid alone (a TTL node's stat carries its TTL where an
--- ephemeral node's carries its owner, so that field cannot tell).
+-- sessions (persistent, TTL) by the uuid alone: no session owns it.
 local function ours(q, stat, sid)
     if q.persistent then
         return true
