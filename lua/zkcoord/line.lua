@@ -25,7 +25,8 @@
 --            the engine's (protection, below; Curator's protected names).
 --   markers  every marker whose nodes take part (default { marker }): an
 --            rwlock's readers and writers share one line. A name takes the
---            last marker it carries; a name carrying none is not in the line.
+--            first marker of the list it ends with (list a longer marker
+--            before one it ends with); a name with none is not in the line.
 --   rule     function(entries, me, q) -> true | an entry | line.ANY,
 --            required. `entries` is the line in order, each { name =, path
 --            =, seq =, marker = } (and key = when the driver has a key);
@@ -45,9 +46,9 @@
 --
 -- Ownership: an ephemeral node is ours while the session that created it
 -- lives (its ephemeral owner); a persistent or TTL node is ours by the uuid
--- in its name, across sessions. A recipe that needs more per acquire
--- (rwlock's downgrade and upgrade check) does it in its own hook before it
--- makes a position (zkcoord.lock's driver picker).
+-- in its name, across sessions. A recipe that decides more per acquire
+-- (rwlock's downgrade node, its refused upgrade) does it before it makes a
+-- position: zkcoord.lock's `pick` hook.
 --
 -- Protection: see zkcoord.line.node (creating and finding our own node).
 -- Connection loss (suspended) keeps our node: the session may still live.

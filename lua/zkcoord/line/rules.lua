@@ -22,7 +22,7 @@ local _M = {}
 
 --- The verdict "wait until the line changes": any participant joining or
 --- leaving wakes us (a children watch on the parent).
-_M.ANY = setmetatable({}, { __tostring = function() return "queue.ANY" end })
+_M.ANY = setmetatable({}, { __tostring = function() return "line.ANY" end })
 local ANY = _M.ANY
 
 
