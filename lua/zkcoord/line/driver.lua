@@ -111,18 +111,23 @@ local function freeze(d, patterns, mode)
 end
 
 
--- Checks the fields both forms share. Returns nil or a message.
+-- Checks the fields both forms share. Returns the name patterns, or nil
+-- and a message.
 local function check_common(d)
+    local patterns, err = patterns_of(d.marker, d.markers)
+    if not patterns then
+        return nil, err
+    end
     if type(d.rule) ~= "function" then
-        return "rule must be a function, got " .. type(d.rule)
+        return nil, "rule must be a function, got " .. type(d.rule)
     end
     if d.data ~= nil and type(d.data) ~= "string" then
-        return "data must be a string, got " .. type(d.data)
+        return nil, "data must be a string, got " .. type(d.data)
     end
     if d.parents ~= nil and not PARENT_MODES[d.parents] then
-        return "parents must be 'container' or 'persistent'"
+        return nil, "parents must be 'container' or 'persistent'"
     end
-    return nil
+    return patterns
 end
 
 
@@ -139,12 +144,8 @@ function _M.from_opts(opts)
                         .. "' (marker, markers, rule, data, parents, persistent)" .. hint
         end
     end
-    local patterns, err = patterns_of(opts.marker, opts.markers)
+    local patterns, err = check_common(opts)
     if not patterns then
-        return nil, err
-    end
-    err = check_common(opts)
-    if err then
         return nil, err
     end
     if opts.persistent ~= nil and type(opts.persistent) ~= "boolean" then
@@ -165,12 +166,8 @@ function _M.compile(d)
                         .. "' (marker, markers, rule, data, parents, mode, ttl, key)"
         end
     end
-    local patterns, err = patterns_of(d.marker, d.markers)
+    local patterns, err = check_common(d)
     if not patterns then
-        return nil, err
-    end
-    err = check_common(d)
-    if err then
         return nil, err
     end
     local mode = d.mode or "ephemeral"

@@ -26,6 +26,17 @@ _M.ANY = setmetatable({}, { __tostring = function() return "line.ANY" end })
 local ANY = _M.ANY
 
 
+-- Raises unless `n` is an integer >= 1, with a hint when it is a table (a
+-- maker passed as the rule itself: the rule's first argument is entries).
+local function check_count(n, fname)
+    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
+        argerror(1, fname, "n must be an integer >= 1, got "
+                 .. (type(n) == "table" and ("a table: pass %s(n) as the rule, not %s")
+                                            :format(fname, fname) or tostring(n)), 3)
+    end
+end
+
+
 --- Through when first; watches the node just below ours: exclusive lock,
 --- election, write lock.
 function _M.first(entries, me)
@@ -46,11 +57,7 @@ end
 --- every waiter. Right for a few waiters; client:semaphore() is the
 --- herd-free k-of-n (an internal lock: only its holder watches the line).
 function _M.fewer_than(n)
-    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
-        argerror(1, "queue.rule_fewer_than", "n must be an integer >= 1, got "
-                 .. (type(n) == "table" and "a table: pass queue.rule_fewer_than(n) as the "
-                     .. "rule, not queue.rule_fewer_than" or tostring(n)))
-    end
+    check_count(n, "queue.rule_fewer_than")
     return function(_, me)
         return me <= n or ANY
     end
@@ -61,9 +68,7 @@ end
 --- at most n entries (Curator's semaphore count); else ANY. Meant for a
 --- line only one waiter at a time watches (client:semaphore).
 function _M.at_most(n)
-    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
-        argerror(1, "rules.at_most", "n must be an integer >= 1, got " .. tostring(n))
-    end
+    check_count(n, "rules.at_most")
     return function(entries)
         return #entries <= n or ANY
     end
