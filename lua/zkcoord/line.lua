@@ -1,6 +1,11 @@
 --- zkcoord.line: a place in a line of sequential nodes, the engine of every
 --- waiting recipe (lock, rwlock, semaphore, election ...) and of your own.
 --
+--   local line = require "zkcoord.line"
+--   local ONE = line.driver { marker = "job-", rule = line.rules.first }
+--   local q = line.new(client, "/jobs/nightly", ONE, "host-a")
+--   if q:enter(5) then run() q:leave() end     -- nil: wait forever, 0: once
+--
 --   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
 --      unless the driver says otherwise) and list <parent>'s children in
 --      the same round trip (one session runs its requests in order, so the
@@ -60,6 +65,10 @@
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
 -- line/node.lua (our own node). zkcoord.queue is this module's old name.
+-- NOTE: enter() and _decide() stay in this file: an argument error raised
+-- inside a rule (a rule maker passed uncalled) climbs through them, and
+-- client.raise passes over frames of zkcoord/<name>.lua and zkcoord/wait/
+-- only, so from line/*.lua it would blame the engine, not the caller.
 local core = require "zkcoord.core"
 local client_mod = require "zkcoord.client"
 local drivers = require "zkcoord.line.driver"
