@@ -1,10 +1,15 @@
--- custom_recipe.lua: write your own coordination pattern with zkcoord.queue.
+-- custom_recipe.lua: write your own coordination pattern as drivers on
+-- zkcoord.line.
 --
 -- The pattern: "at most K workers run this job at once, in arrival order".
--- zkcoord.queue gives every participant a place in a line (a sequential
--- node, found again after a lost reply, deleted on every failure path); the
--- recipe only says, as a rule function, when a place is through and what
--- to wait for otherwise: one node (no herd), or queue.ANY (any change).
+-- zkcoord.line gives every participant a place in a line (a sequential
+-- node, found again after a lost reply, deleted on every failure path);
+-- the recipe is a driver: how its nodes are named (a marker), what they
+-- are (mode: ephemeral here, "persistent" or "ttl" for nodes that outlive
+-- their session: examples/ttl_lease.lua), and a rule function saying when a
+-- place is through and what to wait for otherwise: one node (no herd), or
+-- line.ANY (any change). line.driver checks a driver once; any number of
+-- positions share it.
 --
 --   luajit examples/custom_recipe.lua                one process (~1 s), three sessions
 --   for i in 1 2 3 4; do luajit examples/custom_recipe.lua w$i & done; wait
@@ -16,7 +21,8 @@ package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
 package.cpath = top .. "/lua/?.so;" .. package.cpath
 
 local zkcoord = require "zkcoord"
-local queue = require "zkcoord.queue"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 
 local id = arg and arg[1]
 local path = arg and arg[2] or "/zkcoord-demo/job-slots"
@@ -24,16 +30,21 @@ local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
 local K = 2
 
 
--- The recipe (Curator's semaphore scheme). Any of the K runners may finish
--- first, so a waiter must wake on ANY change of the runners' line; to keep
--- that to one waiter (no herd), waiters first queue for a fair lock (each
--- watches only the node below its own), and only the lock holder waits on
--- the runners' line. Rules get the entries sorted by sequence number
--- ({ name =, path =, seq =, marker = }) and `me`, our index among them.
+-- The recipe (Curator's semaphore scheme), as two drivers. Any of the K
+-- runners may finish first, so a waiter must wake on ANY change of the
+-- runners' line; to keep that to one waiter (no herd), waiters first queue
+-- for a fair lock (rules.first: each watches only the node below its own),
+-- and only the lock holder waits on the runners' line. A rule gets the
+-- entries in line order ({ name =, path =, seq =, marker = }) and `me`,
+-- our index among them.
+local LOCK = line.driver { marker = "lock-", rule = rules.first }
+local RUNNERS = line.driver { marker = "run-", rule = function(entries)
+    return #entries <= K or line.ANY
+end }
+
 local function job_slots(client, job_path, name)
-    local lock = queue.new(client, job_path .. "/locks", { marker = "lock-", rule = queue.rule_first })
-    local runners = queue.new(client, job_path .. "/runners", { marker = "run-", data = name,
-        rule = function(entries) return #entries <= K or queue.ANY end })
+    local lock = line.new(client, job_path .. "/locks", LOCK)
+    local runners = line.new(client, job_path .. "/runners", RUNNERS, name)   -- data: our name
     local slot = {}
     function slot.take(timeout)            -- true | nil, "timeout" | nil, err
         local deadline = timeout and client:waiter():now() + timeout
@@ -85,8 +96,8 @@ local a, b, c = connect(), connect(), connect()
 local sa, sb, sc = job_slots(a, path, "a"), job_slots(b, path, "b"), job_slots(c, path, "c")
 print("a takes a slot: ", sa.take(5))
 print("b takes a slot: ", sb.take(5))
-local line = assert(sa.line())
-print(("running: %d workers, first %s"):format(#line, line[1] and line[1].name or "-"))
+local running = assert(sa.line())
+print(("running: %d workers, first %s"):format(#running, running[1] and running[1].name or "-"))
 print("c tries once: ", sc.take(0))               -- nil, "timeout": both slots busy
 print("c waits 0.3 s: ", sc.take(0.3))            -- nil, "timeout"
 sb.give_back()                                    -- b (not the lowest) leaves first

@@ -6,8 +6,8 @@
 --   print(e:leader())                       -- the leader's id
 --   e:resign()
 --
--- Algorithm (ZooKeeper's election recipe, on zkcoord.queue with
--- rule_first): every candidate creates an ephemeral-sequential node; the
+-- Algorithm (ZooKeeper's election recipe, a driver on zkcoord.line with
+-- the rule rules.first): every candidate creates an ephemeral-sequential node; the
 -- lowest is the leader; every other watches only the node just below its
 -- own (no herd), and re-checks when it goes. Before we call ourselves
 -- leader we check that our node's ephemeral owner is our current session
@@ -27,7 +27,8 @@
 -- on_revoked callbacks run. We do not campaign again by ourselves: call
 -- campaign() again to rejoin (Curator's LeaderLatch rejoins; kazoo's
 -- Election returns from run(); we leave the choice to the caller).
-local queue = require "zkcoord.queue"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 local core = require "zkcoord.core"
 
 local now = core.now
@@ -41,7 +42,7 @@ local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local OPT_KEYS = { id = true }
-local MARKER = "latch-"
+local DRIVER = line.driver { marker = "latch-", rule = rules.first }
 
 
 local default_id = require("zkcoord.util").default_id
@@ -85,7 +86,7 @@ function _M.new(client, path, opts)
         client = client,
         path = path,
         id = opts.id or default_id(),
-        _q = nil,             -- our queue position while campaigning or leading
+        _q = nil,             -- our line position while campaigning or leading
         _elected_fns = {},
         _revoked_fns = {},
     }, mt)
@@ -131,8 +132,7 @@ function _M:campaign(timeout)
         end
         self._q = nil
     end
-    local q = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first,
-                                              data = self.id })
+    local q = line.new(client, self.path, DRIVER, self.id)
     self._q = q
     local tries = 0
     while true do
@@ -168,7 +168,7 @@ function _M:campaign(timeout)
 end
 
 
--- Reports the end of leadership once (the queue reports a lost session or
+-- Reports the end of leadership once (the line reports a lost session or
 -- a deleted node; resign() reports "resigned").
 function _M:_supervise(q)
     local client = self.client
@@ -226,7 +226,7 @@ end
 function _M:leader()
     check_self(self, "leader")
     local client = self.client
-    local probe = queue.new(client, self.path, { marker = MARKER, rule = queue.rule_first })
+    local probe = line.new(client, self.path, DRIVER)
     -- The first node may go between the list and the read: look again (bounded).
     for _ = 1, 5 do
         local entries, err = probe:entries()
@@ -251,8 +251,7 @@ end
 ---@return string[]|nil ids, string? err
 function _M:participants()
     check_self(self, "participants")
-    return queue.new(self.client, self.path, { marker = MARKER, rule = queue.rule_first })
-               :participants()
+    return line.new(self.client, self.path, DRIVER):participants()
 end
 
 

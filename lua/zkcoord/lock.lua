@@ -4,10 +4,10 @@
 --   local ok, err = lock:acquire(5)      -- nil: wait forever, 0: try once
 --   if ok then ... lock:release() end
 --
--- Algorithm (ZooKeeper's lock recipe, on zkcoord.queue): each contender
--- creates an ephemeral-sequential node; the lowest holds the lock; every
--- other watches only the node just below its own, so a release wakes one
--- contender, never the herd. Grants follow arrival order.
+-- Algorithm (ZooKeeper's lock recipe, a driver on zkcoord.line): each
+-- contender creates an ephemeral-sequential node; the lowest holds the
+-- lock; every other watches only the node just below its own, so a release
+-- wakes one contender, never the herd. Grants follow arrival order.
 --
 -- Node layout: <path>/_c_<uuid>-lock-<seq>, Curator's InterProcessMutex
 -- names, so a Java service locking the same path with Curator is excluded
@@ -34,7 +34,18 @@
 -- session timeout), or our node deleted by someone else: held() turns false
 -- at once and on_lost callbacks run. Act on it: another process may hold
 -- the lock now.
-local queue = require "zkcoord.queue"
+--
+-- Driver (Curator's InterProcessMutex takes a LockInternalsDriver the same
+-- way): lock.new(client, path, opts, driver, pick) makes a lock over another
+-- line. `driver` is a zkcoord.line driver (default: marker "lock-", rule
+-- rules.first); contenders() lists with it. `pick`, optional, is a hook
+-- function(lock) -> driver|nil that runs in acquire() when an owner joins
+-- the line (not on a reentrant acquire), before any request: it may raise
+-- to refuse (error(msg, 3) blames the caller of acquire), or return the
+-- driver this owner's node is made with (nil: `driver`). rwlock's sides
+-- are two such locks.
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 
 local type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring =
     type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring
@@ -45,7 +56,9 @@ local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
-local OPT_KEYS = { owner = true, data = true, reentrant = true, marker = true }
+local OPT_KEYS = { owner = true, data = true, reentrant = true }
+
+local LOCK = line.driver { marker = "lock-", rule = rules.first }
 local WEAK_KEYS = { __mode = "k" }
 
 
@@ -64,7 +77,9 @@ end
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
-function _M.new(client, path, opts)
+---@param driver table? the line's driver (see the header)
+---@param pick function? pick(lock) -> driver|nil, before an owner joins (see the header)
+function _M.new(client, path, opts, driver, pick)
     opts = opts or {}
     if type(opts) ~= "table" then
         error("bad argument #2 to 'lock' (opts must be a table)", 2)
@@ -75,13 +90,23 @@ function _M.new(client, path, opts)
         end
     end
     client.check_path(path, "lock", 1)
+    if opts.data ~= nil and type(opts.data) ~= "string" then
+        error("bad argument #2 to 'lock' (data must be a string)", 2)
+    end
+    driver = driver or LOCK
+    if not line.is_driver(driver) then
+        error("bad argument #4 to 'lock' (driver must be a zkcoord.line driver)", 2)
+    end
+    if pick ~= nil and type(pick) ~= "function" then
+        error("bad argument #5 to 'lock' (pick must be a function or nil)", 2)
+    end
     return setmetatable({
         client = client,
         path = path,
         _opts = opts,
-        _marker = opts.marker or "lock-",
-        _rule = queue.rule_first,
-        -- owner -> { q = queue position, count = n }; weak: an owner that
+        _driver = driver,
+        _pick = pick,
+        -- owner -> { q = line position, count = n }; weak: an owner that
         -- is gone (an ended request) cannot release, its node goes anyway
         _holds = setmetatable({}, WEAK_KEYS),
         _lost_fns = {},
@@ -117,17 +142,6 @@ local function live_hold(self, owner)
 end
 
 
---- Hook for recipes built on the lock (rwlock): a queue position for `owner`.
-function _M:_position(owner)
-    return queue.new(self.client, self.path, {
-        marker = self._marker,
-        markers = self._markers,
-        rule = self._rule_for and self._rule_for(owner) or self._rule,
-        data = self._opts.data,
-    })
-end
-
-
 -- The position of hold `h` was lost (static: no closure per acquire).
 local function hold_lost(reason, h)
     local self, owner = h.lock, h.owner
@@ -141,6 +155,12 @@ end
 
 
 local REVOKE = "__REVOKE__"     -- Curator's LockInternals.REVOKE_MESSAGE
+
+
+-- Is `h` still the hold of its owner on lock `self`?
+local function is_current(self, h)
+    return self._holds[h.owner] == h
+end
 
 local watch_revoke
 
@@ -164,7 +184,7 @@ end
 -- when a watch fires): re-arms on a data change, stops when the node went.
 local function revoke_watcher(h)
     return function(ev)
-        if ev.type == "changed" and h.lock._holds[h.owner] == h then
+        if ev.type == "changed" and is_current(h.lock, h) then
             watch_revoke(h)
         end
     end
@@ -205,10 +225,11 @@ function _M:acquire(timeout)
         h.count = h.count + 1
         return true
     end
-    if self._before_acquire then
-        self:_before_acquire(owner)
+    local d, pick = self._driver, self._pick
+    if pick then
+        d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
     end
-    local q = self:_position(owner)
+    local q = line.new(self.client, self.path, d, self._opts.data)
     h = { q = q, count = 1, lock = self, owner = owner }
     if #self._lost_fns > 0 then
         h.watched = true
@@ -351,7 +372,7 @@ end
 ---@return table[]|nil entries { name =, path =, seq = }, string? err
 function _M:contenders()
     check_self(self, "contenders")
-    return self:_position(self:_owner()):entries()
+    return line.new(self.client, self.path, self._driver):entries()
 end
 
 

@@ -9,7 +9,8 @@
 -- node, on_lost) over one line of ephemeral-sequential nodes under <path>,
 -- so grants follow arrival order: a reader behind a waiting writer waits.
 --
--- Algorithm (ZooKeeper's shared-lock recipe, on zkcoord.queue):
+-- Algorithm (ZooKeeper's shared-lock recipe: two zkcoord.lock objects
+-- over one zkcoord.line, each with its driver):
 --   - a reader is through when no WRITE node is below its own; it watches
 --     the last write node below it (the one that must go last);
 --   - a writer is through when it is first; it watches the node just
@@ -47,6 +48,8 @@
 -- session timeout), or our node deleted by someone else: held() turns false
 -- at once and on_lost callbacks run, for each lock object separately.
 local lock = require "zkcoord.lock"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 
 local type, error, pairs, tostring, setmetatable, getmetatable =
     type, error, pairs, tostring, setmetatable, getmetatable
@@ -57,51 +60,34 @@ local mt = { __index = _M }
 local READ = "__READ__"
 local WRITE = "__WRIT__"
 local DOWNGRADE = "downgrade-__READ__"
--- Longest first: queue.parse tags a name with the first marker that matches.
+-- Longest first: a name takes the first marker of the list it ends with.
 local MARKERS = { DOWNGRADE, READ, WRITE }
 
 local OPT_KEYS = { owner = true, data = true }
 
 local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the read lock first"
 
-
--- Does `owner` hold `l` in a live session?
-local function holds(l, owner)
-    local h = l._holds[owner]
-    return h ~= nil and h.q:is_through()
-end
-
-
--- A reader is through when no write node is below its own, and at once if
--- it is a downgrade (its owner holds the write lock). Watches the last
--- write node below it: readers behind a writer all wait for that one.
-local function read_rule(wl, owner)
-    return function(entries, me)
-        if entries[me].marker == DOWNGRADE and holds(wl, owner) then
-            return true
-        end
-        for i = me - 1, 1, -1 do
-            if entries[i].marker == WRITE then
-                return entries[i]
-            end
-        end
-        return true
-    end
-end
-
-
 -- A writer is through when first and no downgraded reader is left (see the
 -- header); it watches its predecessor, or that reader.
-local function write_rule(entries, me)
-    if me > 1 then
-        return entries[me - 1]
-    end
-    for i = me + 1, #entries do
-        if entries[i].marker == DOWNGRADE then
-            return entries[i]
+local WRITE_DRIVER = line.driver { marker = WRITE, markers = MARKERS,
+                                   rule = rules.first_none_above(DOWNGRADE) }
+
+local below_write = rules.none_below(WRITE)
+
+
+-- The readers' drivers of one rwlock: a reader is through when no write
+-- node is below its own, watching the last one (readers behind a writer
+-- all wait for that one); a downgrade (its owner holds the write lock:
+-- writing() is true) at once.
+local function read_drivers(writing)
+    local function read_rule(entries, me, q)
+        if entries[me].marker == DOWNGRADE and writing() then
+            return true
         end
+        return below_write(entries, me, q)
     end
-    return true
+    return line.driver { marker = READ, markers = MARKERS, rule = read_rule },
+           line.driver { marker = DOWNGRADE, markers = MARKERS, rule = read_rule }
 end
 
 
@@ -128,26 +114,20 @@ function _M.new(client, path, opts)
         error("bad argument #2 to 'rwlock' (data must be a string)", 2)
     end
     client.check_path(path, "rwlock", 1)
-
-    local wl = lock.new(client, path, { owner = opts.owner, data = opts.data, marker = WRITE })
-    local rl = lock.new(client, path, { owner = opts.owner, data = opts.data, marker = READ })
-    wl._markers, rl._markers = MARKERS, MARKERS
-    wl._rule = write_rule
-    rl._rule_for = function(owner)
-        return read_rule(wl, owner)
-    end
-    local rw = setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)
-    -- lock.lua calls _before_acquire(owner) just before it joins the line
-    -- (not on a reentrant acquire), and _position reads _marker then.
-    function rl._before_acquire(self, owner)
-        self._marker = holds(wl, owner) and DOWNGRADE or READ
-    end
-    function wl._before_acquire(_, owner)
-        if holds(rl, owner) then
+    local lopts = { owner = opts.owner, data = opts.data }
+    local wl, rl
+    -- The pick hooks run in acquire() (lock.lua) when an owner joins, with
+    -- that owner current: held() is about it.
+    local read, downgrade = read_drivers(function() return wl:held() end)
+    wl = lock.new(client, path, lopts, WRITE_DRIVER, function()
+        if rl:held() then
             error(UPGRADE_MSG, 3)
         end
-    end
-    return rw
+    end)
+    rl = lock.new(client, path, lopts, read, function()
+        return wl:held() and downgrade or nil
+    end)
+    return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)
 end
 
 

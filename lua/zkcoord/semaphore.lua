@@ -4,11 +4,11 @@
 --   local lease, err = sem:acquire(10)       -- nil: wait forever, 0: try once
 --   if lease then backup() lease:release() end
 --
--- Algorithm (Curator's InterProcessSemaphoreV2, on zkcoord.queue): two
--- lines. A contender first takes an internal fair lock (<path>/locks, the
+-- Algorithm (Curator's InterProcessSemaphoreV2, two drivers on
+-- zkcoord.line): two lines. A contender first takes an internal fair lock (<path>/locks, the
 -- lock recipe's rule: it watches only the node below its own), then joins
 -- the lease line (<path>/leases) and, while the line holds more than n
--- entries, waits for any change of that line (queue.ANY). Then it gives
+-- entries, waits for any change of that line (line.ANY). Then it gives
 -- the internal lock back. Only the lock holder ever watches the lease
 -- line, so a release wakes one process, never the herd; and it wakes on
 -- ANY holder leaving, so no lease stays free while someone waits. Leases
@@ -28,7 +28,8 @@
 -- timeout), or a lease node deleted by someone else: lease:held() turns
 -- false at once and the lease's on_lost callbacks run; another process may
 -- hold that lease now. A waiting acquire() joins the line again by itself.
-local queue = require "zkcoord.queue"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 local core = require "zkcoord.core"
 
 local now = core.now
@@ -44,11 +45,12 @@ local mt = { __index = _M }
 
 local Lease = {}
 local lease_mt = { __index = Lease }
+local lease_lost    -- below, with the leases
 
 local OPT_KEYS = { data = true }
-local MARKER = "lease-"
-local LOCK_MARKER = "lock-"
-local ANY = queue.ANY
+-- The internal lock's line (the lock recipe's rule: it watches only the
+-- node below its own); the lease line's driver is per semaphore (its max).
+local LOCK_DRIVER = line.driver { marker = "lock-", rule = rules.first }
 
 -- Retried after these, once connected again (bounded).
 local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true }
@@ -61,7 +63,7 @@ end
 
 -- How long to wait for one reply: what is left of the deadline, but a
 -- try-once (timeout 0) still waits for the round trip itself (bounded by
--- the client's request timeout), as queue.lua does.
+-- the client's request timeout), as zkcoord.line does.
 local function reply_wait(deadline, try)
     if try or not deadline then
         return nil
@@ -123,9 +125,7 @@ function _M.new(client, path, max_leases, opts)
         max_leases = max_leases,
         -- Through while the lease line holds at most n entries, ours
         -- included (Curator's count); else wait for any change of it.
-        _rule = function(entries)
-            return #entries <= max_leases or ANY
-        end,
+        _leases = line.driver { marker = "lease-", rule = rules.at_most(max_leases) },
         data = opts.data or require("zkcoord.election").default_id(),
     }, mt)
 end
@@ -212,40 +212,19 @@ function _M:acquire(timeout)
         self._max_checked = true
     end
     -- The internal lock: one contender at a time watches the lease line.
-    local lock = queue.new(client, self.base .. "/locks", {
-        marker = LOCK_MARKER, rule = queue.rule_first, data = self.data,
-    })
+    local lock = line.new(client, self.base .. "/locks", LOCK_DRIVER, self.data)
     ok, err = lock:enter(reply_left(deadline))
     if not ok then
         return nil, err
     end
-    local q = queue.new(client, self.base .. "/leases", {
-        marker = MARKER, rule = self._rule, data = self.data,
-    })
+    local q = line.new(client, self.base .. "/leases", self._leases, self.data)
     ok, err = q:enter(reply_left(deadline))
     lock:leave()
     if not ok then
         return nil, err
     end
     local lease = setmetatable({ semaphore = self, _q = q, _lost_fns = {} }, lease_mt)
-    -- Report a loss once (the queue reports a lost session or a deleted node).
-    local function lost(reason)
-        if lease._lost_done then
-            return
-        end
-        lease._lost_done = true
-        for _, fn in ipairs(lease._lost_fns) do
-            local cok, cerr = xpcall(fn, traceback, reason)
-            if not cok then
-                log_error(client, "semaphore on_lost callback failed: " .. tostring(cerr))
-            end
-        end
-    end
-    q:on_lost(function(reason)
-        if lease._q == q then
-            lost(reason)
-        end
-    end)
+    q:on_lost(lease_lost, lease)
     return lease
 end
 
@@ -254,8 +233,7 @@ end
 ---@return integer|nil count, string? err
 function _M:leases()
     check_self(self, "leases")
-    local probe = queue.new(self.client, self.base .. "/leases", { marker = MARKER,
-                                                                   rule = queue.rule_first })
+    local probe = line.new(self.client, self.base .. "/leases", self._leases)
     local entries, err = probe:entries()
     if not entries then
         return nil, err
@@ -268,14 +246,30 @@ end
 ---@return string[]|nil data, string? err
 function _M:participants()
     check_self(self, "participants")
-    return queue.new(self.client, self.base .. "/leases", { marker = MARKER,
-                                                           rule = queue.rule_first })
-               :participants()
+    return line.new(self.client, self.base .. "/leases", self._leases):participants()
 end
 
 
 -- ---------------------------------------------------------------------------
 -- Leases.
+
+-- The position of a lease reported a loss (a lost session or a deleted
+-- node): tell the lease's callbacks, once, unless it was released.
+-- Static: the lease travels as the position's on_lost argument.
+lease_lost = function(reason, self)
+    if self._q == nil or self._lost_done then
+        return
+    end
+    self._lost_done = true
+    local client = self.semaphore.client
+    for _, fn in ipairs(self._lost_fns) do
+        local cok, cerr = xpcall(fn, traceback, reason)
+        if not cok then
+            log_error(client, "semaphore on_lost callback failed: " .. tostring(cerr))
+        end
+    end
+end
+
 
 local function check_lease(self, name)
     if getmetatable(self) ~= lease_mt then

@@ -1,0 +1,567 @@
+--- zkcoord.line: a place in a line of sequential nodes, the engine of every
+--- waiting recipe (lock, rwlock, semaphore, election ...) and of your own.
+--
+--   local line = require "zkcoord.line"
+--   local ONE = line.driver { marker = "job-", rule = line.rules.first }
+--   local q = line.new(client, "/jobs/nightly", ONE, "host-a")
+--   if q:enter(5) then run() q:leave() end     -- nil: wait forever, 0: once
+--
+--   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
+--      unless the driver says otherwise) and list <parent>'s children in
+--      the same round trip (one session runs its requests in order, so the
+--      list already holds our node);
+--   2. sort the participants (children carrying one of the driver's
+--      markers; anything else under the parent is ignored) by sequence
+--      number, or by the driver's key;
+--   3. ask the driver's rule: `true` means we are through, an entry means
+--      "wait until this one node changes" (exactly one: no herd effect),
+--      `line.ANY` means "wait until the line changes" (any create or
+--      delete under the parent: for rules no single node can answer);
+--   4. watch that node with get() (a watch on a missing node is never set,
+--      so none leaks, Curator's choice), or list the line again with a
+--      watch and ask the rule about that very listing; wait, go back to 2.
+--
+-- The driver (Curator's LockInternalsDriver) is everything a recipe says
+-- about its line, a table checked once by line.driver{...}:
+--
+--   marker   string, required. The name part before the sequence number
+--            ("lock-", Curator's "__READ__"/"__WRIT__", "lease-", "latch-").
+--            Our node is _c_<uuid>-<marker><seq>: the _c_<uuid>- prefix is
+--            the engine's (protection, below; Curator's protected names).
+--   markers  every marker whose nodes take part (default { marker }): an
+--            rwlock's readers and writers share one line. A name takes the
+--            first marker of the list it ends with (list a longer marker
+--            before one it ends with); a name with none is not in the line.
+--   rule     function(entries, me, q) -> true | an entry | line.ANY,
+--            required. `entries` is the line in order, each { name =, path
+--            =, seq =, marker = } (and key = when the driver has a key);
+--            `me` our index in it. zkcoord.line.rules has the recipes' rules.
+--   key      function(entry) -> number, optional: the sort key (default the
+--            sequence number; ties go by sequence number).
+--   mode     "ephemeral" (default): the node goes with our session;
+--            "persistent": it stays until leave() or someone's delete (work
+--            items); "ttl": persistent, and the server deletes it once it
+--            has not been written for `ttl` seconds (servers need
+--            zookeeper.extendedTypesEnabled=true): a lease that outlives a
+--            crashed holder for a while (examples/ttl_lease.lua).
+--   ttl      seconds, with mode "ttl".
+--   data     the nodes' data by default (line.new's 4th argument wins).
+--   parents  "container" (default): missing parents are created as
+--            container nodes; "persistent".
+--
+-- Ownership: an ephemeral node is ours while the session that created it
+-- lives (its ephemeral owner); a persistent or TTL node is ours by the uuid
+-- in its name, across sessions. A recipe that decides more per acquire
+-- (rwlock's downgrade node, its refused upgrade) does it before it makes a
+-- position: zkcoord.lock's `pick` hook.
+--
+-- Protection: see zkcoord.line.node (creating and finding our own node).
+-- Connection loss (suspended) keeps our node: the session may still live.
+-- Session loss removes an ephemeral node: a waiting enter() joins the line
+-- again (kazoo's choice), a position already through reports `on_lost`. A
+-- node that outlives sessions stays: it goes only by leave(), someone's
+-- delete, or its TTL.
+--
+-- Files: this one (positions, enter and its waits), line/driver.lua
+-- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
+-- line/node.lua (our own node). zkcoord.queue is this module's old name.
+-- NOTE: enter() and _decide() stay in this file: an argument error raised
+-- inside a rule (a rule maker passed uncalled) climbs through them, and
+-- client.raise passes over frames of zkcoord/<name>.lua and zkcoord/wait/
+-- only, so from line/*.lua it would blame the engine, not the caller.
+local core = require "zkcoord.core"
+local client_mod = require "zkcoord.client"
+local drivers = require "zkcoord.line.driver"
+local rules = require "zkcoord.line.rules"
+local node = require "zkcoord.line.node"
+
+local now = core.now
+local remaining = require("zkcoord.util").remaining
+local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
+local getmetatable, pcall = getmetatable, pcall
+local argerror = client_mod.argerror
+local CLIENT_MT = client_mod.mt
+local ANY = rules.ANY
+local connected_or_closed = node.connected_or_closed
+
+local _M = { _VERSION = require("zkcoord.version") }
+local mt = { __index = _M }
+
+for name, fn in pairs(node) do
+    if type(fn) == "function" and name:sub(1, 1) == "_" then
+        _M[name] = fn
+    end
+end
+
+
+-- Every public method raises on a wrong self, whatever it is (a number, a
+-- boolean, cdata): getmetatable never indexes it.
+local function check_self(self, name)
+    if getmetatable(self) ~= mt then
+        error(("'%s' must be called on a queue position (use q:%s(...))"):format(name, name), 3)
+    end
+end
+
+
+--- The verdict "wait until the line changes" (rules.ANY).
+_M.ANY = ANY
+
+--- The rules (zkcoord.line.rules), and their old names.
+_M.rules = rules
+_M.rule_first = rules.first
+_M.rule_always = rules.always
+_M.rule_fewer_than = rules.fewer_than
+_M.rule_none_below = rules.none_below
+
+
+--- A random version-4 UUID (36 characters, as Curator's protected names use),
+-- from the kernel's random source: never math.random, whose sequence is
+-- the application's.
+-- @function uuid
+_M.uuid = core.uuid
+
+
+--- Checks a driver table (see the header) once; the result is what
+--- line.new takes, shared by every position made with it.
+---@return table driver
+function _M.driver(d)
+    local compiled, err = drivers.compile(d)
+    if not compiled then
+        argerror(1, "line.driver", err)
+    end
+    return compiled
+end
+
+
+--- Is `d` a driver line.driver made?
+_M.is_driver = drivers.is_driver
+
+
+--- Creates a position object (no server state until enter()): a place in
+--- the line of `driver` under `parent`. `driver` is what line.driver made,
+--- or (zkcoord.queue's form) an options table { marker =, markers =, rule
+--- =, data =, parents =, persistent = } made into a driver here.
+---@param data string? our node's data (default driver.data)
+function _M.new(client, parent, driver, data)
+    if getmetatable(client) ~= CLIENT_MT then
+        error("bad argument #1 to 'queue.new' (zkcoord client expected, got " .. type(client)
+              .. ")", 2)
+    end
+    client.check_path(parent, "queue.new", 2)
+    if not drivers.is_driver(driver) then
+        local err
+        driver, err = drivers.from_opts(driver)
+        if not driver then
+            error("bad argument #3 to 'queue.new' (" .. err .. ")", 2)
+        end
+    end
+    if data ~= nil and type(data) ~= "string" then
+        argerror(4, "line.new", "data must be a string, got " .. type(data))
+    end
+    if data == nil then
+        data = driver.data
+    end
+    return setmetatable({
+        client = client,
+        path = parent,
+        driver = driver,
+        data = data,
+        rule = driver.rule,
+        persistent = driver.outlives,   -- the node outlives our session
+        _node = nil,      -- full path of our node
+        _name = nil,      -- its last segment
+        _stat = nil,      -- its create stat (czxid = fencing token)
+        _serial = nil,    -- client session serial that created it
+        _through = false,
+        _lost_fns = {},
+    }, mt)
+end
+
+
+--- Participants under the parent, sorted by sequence number (or the
+--- driver's key).
+---@return table[] entries { name =, path =, seq =, marker = }
+function _M:parse(names)
+    check_self(self, "parse")
+    if type(names) ~= "table" then
+        error("bad argument #1 to 'parse' (names must be an array of strings, got "
+              .. type(names) .. ")", 2)
+    end
+    local out, i = drivers.parse(self.driver, self.path, names)
+    if not out then
+        error("bad argument #1 to 'parse' (names[" .. i .. "] must be a string)", 2)
+    end
+    return out
+end
+
+
+--- The current participants (one children() round trip).
+function _M:entries()
+    check_self(self, "entries")
+    local names, err = self.client:children(self.path)
+    if not names then
+        if err == "nonode" then
+            return {}
+        end
+        return nil, err
+    end
+    return self:parse(names)
+end
+
+
+--- The data of every participant, in line order (the list, then every
+--- participant's data in one pipelined round trip). A participant that
+--- left meanwhile is skipped.
+---@return string[]|nil data, string? err
+function _M:participants()
+    check_self(self, "participants")
+    local client = self.client
+    local entries, err = self:entries()
+    if not entries then
+        return nil, err
+    end
+    local fs, out = {}, {}
+    for i, e in ipairs(entries) do
+        fs[i] = client:send("get", e.path)
+    end
+    for _, f in ipairs(fs) do
+        local data = f:wait()
+        if data then
+            out[#out + 1] = data
+        end
+    end
+    return out
+end
+
+
+local EMPTY = {}
+
+local function index_of(entries, name)
+    for i, e in ipairs(entries) do
+        if e.name == name then
+            return i
+        end
+    end
+    return nil
+end
+
+
+--- fn(entries, me, q) now and after every change of the line, until
+--- w:cancel(): the participants in order and our index among them
+--- (nil while we are not in the line). Re-armed by itself, also in a new
+--- session (client:watch's rules); an empty line while the parent is
+--- missing. Needs no node of our own: an observer can watch a line.
+---@return table|nil w, string? err
+function _M:watch_line(fn)
+    check_self(self, "watch_line")
+    if type(fn) ~= "function" then
+        argerror(1, "watch_line", "function expected, got " .. type(fn))
+    end
+    return self.client:watch(self.path, function(names)
+        local entries = self:parse(names or EMPTY)
+        fn(entries, self._name and index_of(entries, self._name), self)
+    end, { kind = "children" })
+end
+
+
+--- Deletes our node (if any) without waiting: the delete is ordered before
+--- this session's next request, and retried until it succeeds or the
+--- session that owns the node ends.
+function _M:leave()
+    check_self(self, "leave")
+    local mine = self:_owns_node()
+    local n = self:_forget()
+    if n and mine then
+        self.client:delete_guaranteed(n, nil, self.persistent)
+    end
+    return true
+end
+
+
+--- Is our node alive and through, in the current session (or, for a node
+--- that outlives sessions, while the client is open)?
+function _M:is_through()
+    check_self(self, "is_through")
+    local c = self.client
+    if self.persistent then
+        return self._through and not c:is_closed()
+    end
+    return self._through and self._serial == c:serial()
+           and c:state() ~= "lost" and c:state() ~= "closed"
+end
+
+
+--- The full path of our node (nil while not in the line).
+function _M:node()
+    check_self(self, "node")
+    return self._node
+end
+
+
+--- Our node's sequence number (nil while not in the line).
+function _M:seq()
+    check_self(self, "seq")
+    return self._name and drivers.seq_of(self.driver, self._name)
+end
+
+
+function _M:stat()
+    check_self(self, "stat")
+    return self._stat
+end
+
+
+--- fn(reason, arg) is called when a position that was through is lost:
+--- "sessionexpired" (the session ended) or "deleted" (someone removed our
+--- node, or its TTL ran out). The watch on our node that notices a delete
+--- is set only while someone listens (a request per grant saved
+--- otherwise): register before enter(), or it is set now if we are
+--- through already.
+function _M:on_lost(fn, arg)
+    check_self(self, "on_lost")
+    if type(fn) ~= "function" then
+        error("bad argument #1 to 'on_lost' (function expected, got " .. type(fn) .. ")", 2)
+    end
+    local fns = self._lost_fns
+    if arg == nil then
+        arg = false    -- keep the fn/arg pairs dense
+    end
+    fns[#fns + 1] = fn
+    fns[#fns + 1] = arg
+    if #fns == 2 and self._through and self._node then
+        self:_watch_own()
+    end
+end
+
+
+-- ---------------------------------------------------------------------------
+-- enter() and its waits.
+
+-- How long to wait for one reply: what is left of the deadline, but a
+-- try-once (timeout 0) still waits for the round trip itself (bounded by
+-- the client's request timeout): "once" means not waiting for others.
+function _M:_reply_wait(deadline)
+    if self._try then
+        return nil
+    end
+    return remaining(deadline)
+end
+
+
+-- The deadline of a read (retried after a connection loss): the caller's,
+-- except for a try-once, whose reads are bounded by the retry policy.
+function _M:_read_deadline(deadline)
+    if self._try then
+        return nil
+    end
+    return deadline
+end
+
+
+-- Stops waiting for a change of the line (fire and forget).
+local function disarm(self, armed)
+    if armed then
+        self.client:remove_watches(self.path, armed.wake)
+    end
+end
+
+
+-- Asks the rule about a fresh listing and waits as it says. Returns
+-- "through"; or "again", the next listing (or nil), the armed line watch;
+-- or nil, err with our node deleted. A raising rule leaves no node behind.
+function _M:_decide(names, armed)
+    local entries = self:parse(names)
+    local me = index_of(entries, self._name)
+    if not me then
+        -- Our node is gone (deleted, or its session ended): join again.
+        self:_forget()
+        return "again", nil, armed
+    end
+    local rok, verdict = pcall(self.rule, entries, me, self)
+    if not rok then
+        disarm(self, armed)
+        self:leave()
+        error(verdict, 0)
+    end
+    if verdict == true then
+        disarm(self, armed)
+        return "through"
+    end
+    return "judged", verdict, armed, entries, me
+end
+
+
+-- Waits as the rule's verdict says. Returns true, nil, the next listing
+-- (or nil) and the armed line watch, or nil, err.
+function _M:_wait_verdict(verdict, armed, deadline)
+    if remaining(deadline) == 0 then
+        disarm(self, armed)
+        return nil, "timeout"
+    end
+    if verdict == ANY then
+        return self:_wait_line(armed, deadline)
+    end
+    disarm(self, armed)
+    return self:_wait_for(verdict, deadline)
+end
+
+
+--- Joins the line (if not already in it) and waits until the rule lets us
+--- through, at most `timeout` seconds (nil: no limit; 0: decide now).
+---@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
+function _M:enter(timeout)
+    check_self(self, "enter")
+    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
+        error("bad argument #1 to 'enter' (timeout must be nil or a number >= 0)", 2)
+    end
+    local client = self.client
+    local deadline = timeout and now() + timeout
+    self._try = timeout == 0
+    if client:is_closed() then
+        return nil, "closed"
+    end
+    local names, joined, armed   -- armed: { ev =, wake = } while a line watch is set
+    while true do
+        if self._node and not self:_owns_node() then
+            self:_forget()    -- the session that owned it ended: join again
+        end
+        if not self._node then
+            -- Joining again (our node went) only while there is time left.
+            if joined and not self._try and remaining(deadline) == 0 then
+                disarm(self, armed)
+                return nil, "timeout"
+            end
+            joined = true
+            local ok, res = self:_create(deadline)
+            if not ok then
+                disarm(self, armed)
+                return nil, res
+            end
+            names = res
+        end
+        if not names then
+            local err
+            names, err = client:read_until(self:_read_deadline(deadline), "children", self.path)
+            if not names then
+                local again, why = self:_retry_after(err, deadline)
+                if not again then
+                    disarm(self, armed)
+                    self:leave()
+                    return nil, why or err    -- why we stopped: "timeout", "closed" ...
+                end
+            end
+        end
+        if names then
+            local how, verdict, entries, me
+            how, verdict, armed, entries, me = self:_decide(names, armed)
+            names = nil
+            if how == "through" then
+                self._through = true
+                if #self._lost_fns > 0 then
+                    self:_watch_own()
+                end
+                return true
+            elseif how == "judged" then
+                rules.check_verdict(self, verdict, entries, me)
+                local ok, err
+                ok, err, names, armed = self:_wait_verdict(verdict, armed, deadline)
+                if not ok then
+                    self:leave()
+                    return nil, err
+                end
+            end
+        end
+    end
+end
+
+
+-- The watch's upvalue must not live on the waiting coroutine's stack: in
+-- nginx that coroutine may be gone (request aborted) when the watch fires.
+-- One closure per wait: a watch is removed by its function, so two waits
+-- on one node must not share one.
+local function waker(ev)
+    return function() ev:set() end
+end
+
+
+-- The rule said ANY. If a watch on the line is set already (the rule
+-- just saw the listing that set it), wait for it to fire; then list the
+-- line again with a new watch, so the rule's next answer is about exactly
+-- the listing the watch starts from: no change can slip between the two.
+-- Returns true, the new listing and the armed watch (or nil, err).
+function _M:_wait_line(armed, deadline)
+    local client = self.client
+    if armed then
+        armed.ev:wait(remaining(deadline))
+        if not armed.ev.is_set then
+            disarm(self, armed)
+            return nil, client:is_closed() and "closed" or "timeout"
+        end
+    end
+    local ev = client:waiter():event()
+    local wake = waker(ev)
+    local names, err = client:read_until(self:_read_deadline(deadline), "children", self.path,
+                                          wake)
+    if names then
+        return true, nil, names, { ev = ev, wake = wake }
+    end
+    if err == "nonode" then
+        return true, nil, {}, nil      -- the parent went, and our node with it: join again
+    end
+    if err == "timeout" then
+        client:remove_watches(self.path, wake)   -- its reply may still come
+    end
+    local again, why = self:_retry_after(err, deadline)
+    return again, why, nil, nil
+end
+
+
+-- Waits until `entry` changes or goes. Returns true to re-check the line.
+function _M:_wait_for(entry, deadline)
+    local client = self.client
+    local ev = client:waiter():event()
+    local wake = waker(ev)
+    local data, err = client:read_until(self:_read_deadline(deadline), "get", entry.path, wake)
+    if data == nil then
+        if err == "nonode" then
+            return true
+        end
+        if err == "timeout" then
+            client:remove_watches(entry.path, wake)   -- its reply may still come
+        end
+        return self:_retry_after(err, deadline)
+    end
+    ev:wait(remaining(deadline))
+    if ev.is_set then
+        return true
+    end
+    client:remove_watches(entry.path, wake)
+    if client:is_closed() then
+        return nil, "closed"
+    end
+    return nil, "timeout"
+end
+
+
+-- After a failed read: wait for the connection and go on, or give up.
+function _M:_retry_after(err, deadline)
+    local client = self.client
+    if client:is_closed() then
+        return nil, "closed"
+    end
+    if err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
+        local left = remaining(deadline)
+        if left == 0 then
+            return nil, "timeout"
+        end
+        if client:wait_state(connected_or_closed, left) and not client:is_closed() then
+            return true
+        end
+        return nil, client:is_closed() and "closed" or "timeout"
+    end
+    return nil, err
+end
+
+
+_M.mt = mt
+return _M

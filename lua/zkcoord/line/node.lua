@@ -1,0 +1,397 @@
+--- zkcoord.line.node: a position's own node (internal part of zkcoord.line).
+--
+-- Creating it (pipelined with a listing of the line), finding it again
+-- when a create's reply was lost, deleting what a create we gave up on may
+-- have made, and watching it while through so that a delete or the end of
+-- the session is reported to on_lost. The methods here are installed on
+-- zkcoord.line's position class; they run with `self` a position.
+--
+-- Protection (Curator's protected mode, CURATOR-498): our node is named
+-- _c_<uuid>-<marker><seq>, so a create whose reply was lost can be found by
+-- its uuid. We adopt such a node only if it is ours: an ephemeral node when
+-- its ephemeral owner is our current session, a node that outlives
+-- sessions (driver mode "persistent" or "ttl") by the uuid alone. Any wait
+-- that gives up deletes our node (guaranteed: retried until it succeeds or
+-- the session ends), and a create that completes after we stopped waiting
+-- for it is deleted when its reply arrives.
+local core = require "zkcoord.core"
+local errname = require("zkcoord.errors").name
+local remaining = require("zkcoord.util").remaining
+
+local ipairs = ipairs
+local match, sub = string.match, string.sub
+local uuid = core.uuid
+
+local _M = {}
+
+
+-- The client's state is one the engine can go on from.
+local function connected_or_closed(st)
+    return st == "connected" or st == "closed"
+end
+_M.connected_or_closed = connected_or_closed
+
+
+-- Ownership of a node named with our uuid prefix: an ephemeral one is ours
+-- when its ephemeral owner is our current session; one that outlives
+-- sessions (persistent, TTL) by the uuid alone: no session owns it.
+local function ours(q, stat, sid)
+    if q.persistent then
+        return true
+    end
+    return stat.ephemeral_owner ~= nil and stat.ephemeral_owner == sid
+end
+
+
+-- Is our node still ours? An ephemeral node lives as long as the session
+-- that created it; one that outlives sessions until someone deletes it.
+function _M:_owns_node()
+    return self.persistent or self._serial == self.client:serial()
+end
+
+
+-- Forgets our node locally. The watch on it (if any) is left to fire on
+-- the delete that follows, and is ignored then: no extra request.
+function _M:_forget()
+    local node = self._node
+    self._node, self._name, self._stat, self._through = nil, nil, nil, false
+    if node then
+        self.client:disown_node(node)
+    end
+    return node
+end
+
+
+-- A position that was through is lost: tell on_lost, once per node.
+function _M:_lost(reason)
+    if not self._through then
+        return
+    end
+    self:_forget()
+    local fns = self._lost_fns
+    for i = 1, #fns, 2 do
+        fns[i](reason, fns[i + 1])
+    end
+end
+
+
+-- Watch our own node while through: a delete by someone else, or the end of
+-- the session, is reported to on_lost. Sent without waiting (no round trip
+-- added), but its reply is not ignored: if ZooKeeper set no watch (the
+-- connection dropped first), the session's end would go unreported.
+-- Both handlers are static functions whose context (the position) travels
+-- with the request.
+local function own_watch_fired(ev, self)
+    if self._node ~= ev.path then
+        return
+    end
+    if ev.type == "deleted" then
+        self:_lost("deleted")
+    elseif ev.type == "session" then
+        if self.persistent then
+            self:_rewatch_when_connected(ev.path)   -- the node outlives the session
+        else
+            self:_lost("sessionexpired")
+        end
+    elseif ev.type == "changed" then
+        self:_watch_own()    -- re-arm (data writes, e.g. revocation)
+    end
+end
+
+
+local function own_watch_reply(p, ctx)
+    local self, node = ctx.q, ctx.node
+    if self._node ~= node or p.rc == 0 then
+        return
+    end
+    local e = errname(p.rc)
+    if e == "nonode" then
+        self:_lost("deleted")          -- gone before the watch was set
+    elseif e == "closed" and self.persistent then
+        return
+    elseif (p.lost or e == "sessionexpired" or e == "closed") and not self.persistent then
+        self:_lost("sessionexpired")
+    else
+        self:_rewatch_when_connected(node)
+    end
+end
+
+
+function _M:_watch_own()
+    local node = self._node
+    local f = self.client:send("exists", node, own_watch_fired, self)
+    if not f:on_late(own_watch_reply, { q = self, node = node }) then
+        return self:_rewatch_when_connected(node)
+    end
+end
+
+
+-- The watch request failed on a connection loss: set it again once
+-- connected in the same session, or report the loss if the session ended.
+function _M:_rewatch_when_connected(node)
+    local client = self.client
+    local listener
+    listener = client:on_state(function(new)
+        if new ~= "connected" and new ~= "lost" and new ~= "closed" then
+            return
+        end
+        if new == "lost" and self.persistent then
+            return    -- the node outlives the session: watch it again in the next
+        end
+        client:remove_listener(listener)
+        if self._node ~= node or (new == "closed" and self.persistent) then
+            return
+        end
+        if new == "connected" and self:_owns_node() then
+            self:_watch_own()
+        else
+            self:_lost("sessionexpired")
+        end
+    end)
+    if client:state() == "connected" and self:_owns_node() then
+        -- Already back (or never left): no transition will come.
+        client:remove_listener(listener)
+        self:_watch_own()
+    end
+end
+
+
+-- Creates the parents of our node (one pipelined round trip).
+function _M:_create_parents()
+    if self.path == "/" then
+        return true
+    end
+    local container = self.driver.parents == "container"
+    local ok, err = self.client:create(self.path, nil, { container = container or nil,
+                                                         parents = container and "container"
+                                                                   or true })
+    if ok or err == "nodeexists" then
+        return true
+    end
+    return nil, err
+end
+
+
+-- Protected mode: after a lost create reply, find our node by its uuid and
+-- adopt it only if it is ours (see the header).
+function _M:_find_own(prefix, deadline)
+    local client = self.client
+    deadline = self:_read_deadline(deadline)
+    local names, err = client:read_until(deadline, "children", self.path)
+    if not names then
+        return nil, err
+    end
+    local sid = client:session_id()
+    for _, name in ipairs(names) do
+        if sub(name, 1, #prefix) == prefix then
+            local path = (self.path == "/" and "" or self.path) .. "/" .. name
+            local stat, serr = client:read_until(deadline, "exists", path)
+            if stat and ours(self, stat, sid) then
+                return path, stat, names
+            elseif stat == nil then
+                return nil, serr
+            elseif stat then
+                client:delete_guaranteed(path)   -- an older session's: not ours to keep
+            end
+        end
+    end
+    return false
+end
+
+
+-- A create whose outcome we will never learn (its reply was lost to a
+-- connection loss, or we had stopped waiting and the reply then was a
+-- connection loss) may have made our node: nobody knows its name, and it
+-- would block every other contender until our session ends. Find it by its
+-- uuid prefix once connected again in the same session, and delete it if
+-- it is ours (Curator's findAndDeleteProtectedNodeInBackground).
+-- Asynchronous (it may start from a late-reply callback, which must not
+-- block); tried again at every state change until one listing succeeds or
+-- the session ends (its ephemeral nodes go with it). Rare: the closures
+-- made here cost nothing on the common path.
+local UNKNOWN_OUTCOME = { connectionloss = true, operationtimeout = true }
+
+-- Deletes, from listing `names`, the nodes with our prefix that are ours;
+-- done(failed) once every look is answered.
+local function delete_ours(q, names, prefix, serial, done)
+    local client, persistent = q.client, q.persistent
+    local base = q.path == "/" and "" or q.path
+    local left, failed = 1, false
+    local function one_done()
+        left = left - 1
+        if left == 0 then
+            done(failed)
+        end
+    end
+    for _, name in ipairs(names) do
+        if sub(name, 1, #prefix) == prefix then
+            local path = base .. "/" .. name
+            left = left + 1
+            client:send("exists", path):on_done(function(stat, serr)
+                if stat and persistent then
+                    client:delete_guaranteed(path, nil, true)
+                elseif stat and client:serial() == serial
+                        and ours(q, stat, client:session_id()) then
+                    client:delete_guaranteed(path)
+                elseif stat == nil and serr ~= "nonode" then
+                    failed = true
+                end
+                one_done()
+            end)
+        end
+    end
+    one_done()
+end
+
+
+local function delete_by_prefix(q, prefix, serial)
+    local client, parent, persistent = q.client, q.path, q.persistent
+    local listener, busy, done = nil, false, false
+    local try
+    local function finish()
+        done = true
+        if listener then
+            client:remove_listener(listener)
+            listener = nil
+        end
+    end
+    local function looked(failed)
+        busy = false
+        if failed then try() else finish() end
+    end
+    local function listed(names, err)
+        if not names then
+            busy = false
+            if err == "nonode" then
+                return finish()
+            end
+            return try()    -- after a loss: again once connected (the listener)
+        end
+        delete_ours(q, names, prefix, serial, looked)
+    end
+    try = function()
+        if done or busy then
+            return
+        end
+        if client:is_closed() or (client:serial() ~= serial and not persistent) then
+            return finish()
+        end
+        if client:state() ~= "connected" then
+            return    -- again at the next state change
+        end
+        busy = true
+        client:send("children", parent):on_done(listed)
+    end
+    listener = client:on_state(function() try() end)
+    try()
+end
+
+
+local function delete_late_create(p, ctx)
+    local q = ctx.q
+    if p.rc == 0 and p.value then
+        q.client:delete_guaranteed(p.value, nil, q.persistent)
+    elseif (not p.lost or q.persistent) and UNKNOWN_OUTCOME[errname(p.rc)] then
+        delete_by_prefix(q, ctx.prefix, p.serial)
+    end
+end
+
+
+-- An ephemeral node is registered with the client, which deletes it when a
+-- new session replaces ours and, in nginx, when the request ends. A node
+-- that outlives sessions (a work item, a TTL lease) must outlive both:
+-- never registered.
+function _M:_register(node)
+    if not self.persistent then
+        self.client:own_node(node, self)
+    end
+end
+
+
+-- Takes `node` (created or found) as ours.
+function _M:_adopt(node, stat)
+    self._node, self._stat, self._serial = node, stat, self.client:serial()
+    self._name = match(node, "[^/]+$")
+    self:_register(node)
+end
+
+
+-- After a create failed on a connection loss or expiry: once connected,
+-- adopt the node if it was made after all. Returns "adopted", names; or
+-- "again" (create anew); or nil, err.
+function _M:_recover_create(err, prefix, serial, deadline)
+    local client = self.client
+    local left = remaining(deadline)
+    if left == 0 or not client:wait_state(connected_or_closed, left) then
+        if err ~= "sessionexpired" or self.persistent then
+            delete_by_prefix(self, prefix, serial)   -- it may exist
+        end
+        return nil, "timeout"
+    end
+    if err ~= "sessionexpired" or self.persistent then
+        local path, fstat, fnames = self:_find_own(prefix, deadline)
+        if path then
+            self:_adopt(path, fstat)
+            return "adopted", fnames
+        elseif path == nil then
+            delete_by_prefix(self, prefix, serial)   -- could not look: it may exist
+        end
+    end
+    if not self._try and remaining(deadline) == 0 then
+        return nil, "timeout"    -- no new create once the time is up
+    end
+    return "again"
+end
+
+
+--- Step 1 of enter(): create our node, listing the parent in the same
+--- round trip. Returns true, the listing (nil when it failed), or nil, err.
+function _M:_create(deadline)
+    local client, d = self.client, self.driver
+    local base = self.path == "/" and "" or self.path
+    local prefix = "_c_" .. uuid() .. "-"
+    local tries = 0
+    while true do
+        tries = tries + 1
+        local fc = client:send("create", base .. "/" .. prefix .. d.marker, self.data,
+                               d.create_flags)
+        local fl = client:send("children", self.path)
+        local serial = client:serial()
+        -- A reply that arrives after we gave up: delete what it created,
+        -- or what it may have created when the reply was lost.
+        fc:on_late(delete_late_create, { q = self, prefix = prefix })
+        local node, stat = fc:wait(self:_reply_wait(deadline))
+        local names = fl:wait(self:_reply_wait(deadline))
+        if node then
+            self:_adopt(node, stat)
+            return true, names
+        end
+        local err = stat
+        if err == "nonode" and tries < 4 then
+            local ok, perr = self:_create_parents()
+            if not ok and perr ~= "nonode" then
+                return nil, perr
+            end
+        elseif client:is_closed() then
+            return nil, "closed"
+        elseif err == "timeout" then
+            return nil, "timeout"
+        elseif err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
+            local how, fnames = self:_recover_create(err, prefix, serial, deadline)
+            if how == "adopted" then
+                return true, fnames
+            elseif not how then
+                return nil, fnames
+            end
+            prefix = "_c_" .. uuid() .. "-"
+        else
+            return nil, err
+        end
+        if tries > 1000 then
+            return nil, "timeout"
+        end
+    end
+end
+
+
+return _M

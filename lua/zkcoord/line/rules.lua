@@ -1,0 +1,155 @@
+--- zkcoord.line.rules: the rules of the waiting-line engine, in one place.
+--
+-- A rule is a driver's `rule(entries, me, q)`: `entries` is the line in
+-- order (zkcoord.line.driver's parse), `me` our index in it, `q` our
+-- position. It returns
+--   true        we are through;
+--   an entry    (not ours) wait until that one node changes or goes, then
+--               ask again: one node per waiter, no herd;
+--   rules.ANY   wait until the line changes (a create or delete under the
+--               parent), then ask again about exactly the listing the watch
+--               was set with: for rules no single node can answer.
+-- `check_verdict` raises (in enter) on anything else. The recipes' rules
+-- are here (lock and election: first; rwlock: none_below and
+-- first_none_above; semaphore: at_most), so each exists once.
+local client_mod = require "zkcoord.client"
+
+local type, tostring, setmetatable = type, tostring, setmetatable
+local argerror = client_mod.argerror
+local raise = client_mod.raise
+
+local _M = {}
+
+--- The verdict "wait until the line changes": any participant joining or
+--- leaving wakes us (a children watch on the parent).
+_M.ANY = setmetatable({}, { __tostring = function() return "line.ANY" end })
+local ANY = _M.ANY
+
+
+-- Raises unless `n` is an integer >= 1, with a hint when it is a table (a
+-- maker passed as the rule itself: the rule's first argument is entries).
+local function check_count(n, fname)
+    if type(n) ~= "number" or n % 1 ~= 0 or n < 1 then
+        argerror(1, fname, "n must be an integer >= 1, got "
+                 .. (type(n) == "table" and ("a table: pass %s(n) as the rule, not %s")
+                                            :format(fname, fname) or tostring(n)), 3)
+    end
+end
+
+
+--- Through when first; watches the node just below ours: exclusive lock,
+--- election, write lock.
+function _M.first(entries, me)
+    return me == 1 or entries[me - 1]
+end
+
+
+--- Always through at once: a place in the line that does not wait (a
+--- group member, a work item); watch the line with q:watch_line().
+function _M.always()
+    return true
+end
+
+
+--- Through when fewer than n are ahead: k-of-n slots in one line. Any of
+--- the n ahead may leave first, so no single node can be watched: every
+--- waiter waits for any change of the line (ANY), and each change wakes
+--- every waiter. Right for a few waiters; client:semaphore() is the
+--- herd-free k-of-n (an internal lock: only its holder watches the line).
+function _M.fewer_than(n)
+    check_count(n, "queue.rule_fewer_than")
+    return function(_, me)
+        return me <= n or ANY
+    end
+end
+
+
+--- Through while the whole line, ours and those behind us included, holds
+--- at most n entries (Curator's semaphore count); else ANY. Meant for a
+--- line only one waiter at a time watches (client:semaphore).
+function _M.at_most(n)
+    check_count(n, "rules.at_most")
+    return function(entries)
+        return #entries <= n or ANY
+    end
+end
+
+
+--- Through when no lower entry carries `marker` (a reader behind writers);
+--- watches the last such entry: the one that must go last.
+function _M.none_below(marker)
+    return function(entries, me)
+        for i = me - 1, 1, -1 do
+            if entries[i].marker == marker then
+                return entries[i]
+            end
+        end
+        return true
+    end
+end
+
+
+--- Through when first and no entry above carries `marker`; watches the
+--- node just below ours, or that entry (rwlock's writer behind a
+--- downgraded reader, whose node sorts above it).
+function _M.first_none_above(marker)
+    return function(entries, me)
+        if me > 1 then
+            return entries[me - 1]
+        end
+        for i = me + 1, #entries do
+            if entries[i].marker == marker then
+                return entries[i]
+            end
+        end
+        return true
+    end
+end
+
+
+-- What a rule returned, for an error message.
+local function show(verdict)
+    if type(verdict) == "table" then
+        if type(verdict.name) == "string" then
+            return "an entry that is not in the line it was given (" .. verdict.name .. ")"
+        end
+        return "a table that is not one of its entries"
+    elseif type(verdict) == "string" then
+        return ("the string %q"):format(verdict)
+    end
+    return type(verdict) == "nil" and "nil" or "a " .. type(verdict) .. " (" .. tostring(verdict) .. ")"
+end
+
+
+--- Raises (blaming enter's caller: call it from enter itself) unless
+--- `verdict` is ANY or one of `entries` other than ours; our node leaves
+--- the line first.
+function _M.check_verdict(q, verdict, entries, me)
+    if verdict == ANY or (me > 1 and verdict == entries[me - 1]) then
+        return
+    end
+    if type(verdict) == "table" then
+        for i = 1, #entries do
+            if entries[i] == verdict then
+                if i ~= me then
+                    return
+                end
+                q:leave()
+                raise("bad rule verdict in 'enter' (the rule of the queue at " .. q.path
+                      .. " returned our own entry: waiting on it would never end)", 3)
+            end
+        end
+    end
+    q:leave()    -- no node left behind in the line
+    local hint = ""
+    if type(verdict) == "function" then
+        hint = "; pass the rule a ready-made rule maker returns, e.g. queue.rule_fewer_than(n),"
+               .. " not the maker itself"
+    end
+    raise(("bad rule verdict in 'enter' (the rule of the queue at %s returned %s: a rule "
+           .. "returns true, queue.ANY or one of the entries it was given%s)")
+          :format(q.path, show(verdict), hint), 3)
+end
+
+
+return _M

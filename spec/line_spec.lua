@@ -1,0 +1,236 @@
+-- The engine's driver API (zkcoord.line: line.driver, modes, the sort key,
+-- the rules module, the zkcoord.queue alias) and the TTL lease written as a
+-- driver (examples/ttl_lease.lua), against real servers. TTL expiry runs on
+-- a server of its own that checks TTLs every 0.5 s (60 s by default).
+local zk = require "helpers.zk"
+local zkserver = require "helpers.zkserver"
+local proc = require "helpers.proc"
+local zkcoord = require "zkcoord"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
+
+local ttl_lease = assert(loadfile("examples/ttl_lease.lua"))("module")
+
+-- Raises with a message containing `text` (plain), blaming this file.
+local function raises(text, fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "did not raise: " .. text)
+    assert.matches(text, err, 1, true)
+    assert.matches("^spec/line_spec%.lua:%d+: ", err)
+end
+
+local function sh_quote(s)
+    return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+
+describe("line drivers #zk", function()
+    local root, c, other
+
+    before_each(function()
+        root = zk.new_root("line")
+        c = zk.client { chroot = root }
+        other = zk.client { chroot = root }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("zkcoord.queue is the same module; the old rule names are the rules module's", function()
+        local queue = require "zkcoord.queue"
+        assert.equal(line, queue)
+        assert.equal(rules.first, queue.rule_first)
+        assert.equal(rules.always, queue.rule_always)
+        assert.equal(rules.fewer_than, queue.rule_fewer_than)
+        assert.equal(rules.none_below, queue.rule_none_below)
+        assert.equal(rules.ANY, queue.ANY)
+    end)
+
+    it("line.driver checks a driver once and names what is wrong", function()
+        local function bad(msg, d)
+            raises("bad argument #1 to 'line.driver' (" .. msg .. ")", line.driver, d)
+        end
+        bad("driver must be a table, got nil", nil)
+        bad("unknown driver field 'persistent' (marker, markers, rule, data, parents, mode, "
+            .. "ttl, key)", { marker = "m-", rule = rules.first, persistent = true })
+        bad("marker must be a non-empty string without '/' or control characters",
+            { marker = "a/b", rule = rules.first })
+        bad("rule must be a function, got nil", { marker = "m-" })
+        bad("mode must be 'ephemeral', 'persistent' or 'ttl', got sticky",
+            { marker = "m-", rule = rules.first, mode = "sticky" })
+        local ttl_msg = "ttl must be a positive number of seconds, at most 1099511627.775"
+        bad(ttl_msg, { marker = "m-", rule = rules.first, mode = "ttl" })
+        bad(ttl_msg, { marker = "m-", rule = rules.first, mode = "ttl", ttl = 0 })
+        bad("ttl is for mode 'ttl' only", { marker = "m-", rule = rules.first, ttl = 5 })
+        bad("key must be a function or nil, got number", { marker = "m-", rule = rules.first,
+                                                           key = 1 })
+        -- the options form (zkcoord.queue's) points at line.driver for the new fields
+        raises("unknown option 'mode' (marker, markers, rule, data, parents, persistent); "
+               .. "'mode' is a field of line.driver{...}",
+               function() line.new(c, "/q", { marker = "m-", rule = rules.first, mode = "ttl" }) end)
+        local d = line.driver { marker = "m-", rule = rules.first }
+        raises("bad argument #4 to 'line.new' (data must be a string, got number)",
+               function() line.new(c, "/q", d, 5) end)
+        assert.is_true(line.is_driver(line.driver { marker = "m-", rule = rules.first }))
+        assert.is_false(line.is_driver({ marker = "m-", rule = rules.first }))
+    end)
+
+    it("one driver serves many positions; data comes from the driver or line.new", function()
+        local d = line.driver { marker = "m-", rule = rules.first, data = "default" }
+        local a, b = line.new(c, "/one", d), line.new(other, "/one", d, "b's")
+        assert.is_true(a:enter(2))
+        assert.same({ nil, "timeout" }, { b:enter(0.2) })
+        assert.equal("default", (c:get(a:node())))
+        a:leave()
+        assert.is_true(b:enter(2))
+        assert.same({ "b's" }, b:participants())
+        b:leave()
+    end)
+
+    it("a driver's key orders the line; ties and the default go by sequence number", function()
+        -- a two-level priority line: "hi-" entries before "lo-" ones
+        local function drv(marker)
+            return line.driver { marker = marker, markers = { "hi-", "lo-" }, rule = rules.always,
+                                 key = function(e) return e.marker == "hi-" and 0 or 1 end }
+        end
+        local lo1, lo2 = line.new(c, "/prio", drv("lo-")), line.new(c, "/prio", drv("lo-"))
+        local hi = line.new(c, "/prio", drv("hi-"))
+        assert.is_true(lo1:enter(2))
+        assert.is_true(lo2:enter(2))
+        assert.is_true(hi:enter(2))
+        local entries = assert(hi:entries())
+        assert.equal(3, #entries)
+        assert.equal(hi:node(), entries[1].path)
+        assert.equal(lo1:node(), entries[2].path)
+        assert.equal(lo2:node(), entries[3].path)
+        assert.same({ 0, 1, 1 }, { entries[1].key, entries[2].key, entries[3].key })
+        -- the same names without a key: by sequence number
+        local plain = line.new(c, "/prio", line.driver { marker = "hi-", markers = { "hi-", "lo-" },
+                                                         rule = rules.always })
+        local seqs = assert(plain:entries())
+        assert.equal(lo1:node(), seqs[1].path)
+        assert.equal(hi:node(), seqs[3].path)
+        assert.is_nil(seqs[1].key)
+        hi:leave() lo1:leave() lo2:leave()
+    end)
+
+    it("mode 'persistent' outlives the session; mode 'ttl' makes a TTL node", function()
+        local p = line.new(c, "/modes", line.driver { marker = "p-", rule = rules.always,
+                                                      mode = "persistent" })
+        assert.is_true(p:enter(2))
+        local node = p:node()
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        assert.truthy(other:exists(node))
+        assert.is_true(p:is_through())
+        assert.is_true(p:leave())
+        local t = line.new(c, "/modes", line.driver { marker = "t-", rule = rules.always,
+                                                      mode = "ttl", ttl = 30 })
+        assert.is_true(t:enter(2))
+        local tnode = t:node()
+        local st = assert(other:exists(tnode))
+        assert.is_nil(st.ephemeral_owner)
+        c:close()                               -- no session owns it: it stays
+        assert.truthy(other:exists(tnode))
+        assert.truthy(other:delete(tnode))
+    end)
+
+    it("the TTL lease survives its holder's session expiry, and renews in the new one",
+       function()
+        local la = ttl_lease.new(c, "/lease", { ttl = 30, data = "a" })
+        local lb = ttl_lease.new(other, "/lease", { ttl = 30, data = "b" })
+        local lost
+        la:on_lost(function(reason) lost = reason end)
+        assert.is_true(la:acquire(2))
+        assert.same({ nil, "timeout" }, { lb:acquire(0.2) })
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        c:dispatch(0.2)
+        assert.is_nil(lost)
+        assert.is_true(la:held())
+        assert.is_true(la:renew())
+        assert.same({ nil, "timeout" }, { lb:acquire(0) })
+        -- someone deletes the holder's node: reported, and renew says so
+        assert.truthy(other:delete(la:node()))
+        assert.truthy(zk.wait_until(function() return lost ~= nil end, 5, c))
+        assert.equal("deleted", lost)
+        assert.is_false(la:held())
+        assert.same({ nil, "lost" }, { la:renew() })
+        assert.is_true(lb:acquire(2))
+        assert.is_true(lb:release())
+        other:sync("/lease")
+        assert.same({}, other:children("/lease"))
+    end)
+end)
+
+
+describe("TTL lease on a server that checks TTLs every 0.5 s #zk #slow", function()
+    local server, clients
+
+    setup(function()
+        server = assert(zkserver.start { jvm_flags = { "-Dznode.container.checkIntervalMs=500" } })
+    end)
+
+    teardown(function()
+        if server then server:destroy() end
+    end)
+
+    before_each(function() clients = {} end)
+
+    after_each(function()
+        for _, cl in ipairs(clients) do cl:close() end
+    end)
+
+    local function connect()
+        -- a fresh JVM may stall a second: no connection loss over that
+        local cl = assert(zkcoord.connect { servers = server.hosts, session_timeout = 10 })
+        clients[#clients + 1] = cl
+        return cl
+    end
+
+    it("a holder that dies keeps the lease for its TTL, renewals included, then it moves on",
+       function()
+        local a, b = connect(), connect()
+        -- a TTL well above what one of b's tries takes on a loaded machine
+        local ttl = 4
+        local la = ttl_lease.new(a, "/dies", { ttl = ttl, data = "a" })
+        local lb = ttl_lease.new(b, "/dies", { ttl = ttl, data = "b" })
+        assert.is_true(la:acquire(5))
+        -- renewed for 1.5 times the TTL: b never gets it meanwhile
+        local t_end = proc.now() + 1.5 * ttl
+        while proc.now() < t_end do
+            assert.is_true(la:renew())
+            assert.same({ nil, "timeout" }, { lb:acquire(0.5) })
+        end
+        assert.is_true(la:renew())
+        local node = la:node()
+        local t0 = proc.now()
+        a:close()                                   -- dies without releasing
+        assert.truthy(b:exists(node))               -- no session took it along
+        local ok, err = lb:acquire(20)
+        local waited = proc.now() - t0
+        assert.is_true(ok, tostring(err))
+        -- not before its TTL (the server counts from the last write), and
+        -- soon after it (TTL checks every 0.5 s)
+        assert.is_true(waited >= ttl - 0.1, waited)
+        assert.is_true(waited < ttl + 8, waited)
+        assert.is_false(b:exists(node))
+        assert.is_true(lb:release())
+    end)
+
+    it("examples/ttl_lease.lua runs against the server", function()
+        local out = zk.tmpdir() .. "/ttl_lease.out"
+        local cmd = ("ZK_HOSTS=%s LEASE_TTL=3 timeout -s KILL 90 luajit examples/ttl_lease.lua "
+                     .. "/example 30 > %s 2>&1"):format(sh_quote(server.hosts), sh_quote(out))
+        os.execute(cmd)
+        local text = proc.read_file(out) or ""
+        assert.matches("a takes the lease:\ttrue", text, 1, true)
+        assert.matches("b tries for 0.25 TTL:\tnil\ttimeout", text, 1, true)
+        assert.matches("a renewed; b tries once:\tnil\ttimeout", text, 1, true)
+        assert.matches("its node is still there:\ttrue", text, 1, true)
+        assert.matches("b takes the lease after [%d.]+ s:\ttrue", text)
+        assert.matches("\ndone\n$", text)
+    end)
+end)
