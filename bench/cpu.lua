@@ -16,6 +16,11 @@
 -- the instructions per cycle (setup and warm-up cancel out), per thread,
 -- and for the calling thread per object (luajit, core.so, libzookeeper,
 -- libc, JIT-compiled code: "???").
+-- Also the client's cost of one wake-up in a long line: the CPU of
+-- parsing and sorting a listing of 1,000 and 10,000 lock nodes
+-- (zkcoord.queue's parse, what every woken waiter does with the children
+-- of the lock), against a one-pass scan for the two facts the exclusive
+-- lock's rule needs (the lowest node, our predecessor).
 -- --profile JPOPTS: also runs the zkcoord side once under LuaJIT's
 -- sampling profiler (luajit -jp=JPOPTS, e.g. F, v or Fl) and prints it.
 -- --doc writes the section between <!-- cpu:begin --> and <!-- cpu:end -->
@@ -142,10 +147,46 @@ local function quote_all(argv)
     return table.concat(q, " ")
 end
 
+-- One pass over the names, no table per entry and no sort: the lowest
+-- sequence number and the predecessor of `mine` (Curator's node shape:
+-- the last 10 characters after "lock-").
+local function scan_listing(names, mine)
+    local low, pred, pred_seq = math.huge, nil, -1
+    for i = 1, #names do
+        local name = names[i]
+        local s = tonumber(name:sub(-10))
+        if s and name:sub(-15, -11) == "lock-" then
+            if s < low then low = s end
+            if s < mine and s > pred_seq then pred, pred_seq = name, s end
+        end
+    end
+    return low, pred
+end
+
+-- CPU (this process) per listing of n lock nodes: parse+sort, one-pass scan.
+local function listing_cost(n)
+    local q = require("zkcoord.queue").new(admin, "/cpu/listing",
+                                           { marker = "lock-", rule = function() return true end })
+    local names = {}
+    for i = 1, n do names[i] = ("_c_%s-lock-%010d"):format(q.uuid(), i) end
+    for i = n, 2, -1 do                         -- ZooKeeper lists children unsorted
+        local j = math.random(i)
+        names[i], names[j] = names[j], names[i]
+    end
+    local reps = math.max(3, math.floor(50000 / n))
+    local t = os.clock()
+    for _ = 1, reps do q:parse(names) end
+    local parse = (os.clock() - t) / reps
+    t = os.clock()
+    for _ = 1, reps do scan_listing(names, math.floor(n / 2)) end
+    return parse, (os.clock() - t) / reps
+end
+
 local LIBS = { "zkcoord", "raw" }
 local res = { zkcoord = { thread = {}, process = {}, wall = {} },
               raw = { thread = {}, process = {}, wall = {} } }
 local cg = {}
+local listing = {}
 
 local ok, err = pcall(function()
     for round = 1, opts.rounds do
@@ -160,6 +201,9 @@ local ok, err = pcall(function()
             r.process[#r.process + 1] = t.process_cpu_s / t.cycles
             r.wall[#r.wall + 1] = t.secs / t.cycles
         end
+    end
+    for _, n in ipairs({ 1000, 10000 }) do
+        listing[#listing + 1] = { n, listing_cost(n) }
     end
     if opts.profile then
         local argv = command("zkcoord", opts.cycles * 3)
@@ -271,6 +315,18 @@ local function breakdown(lib, prefix, limit)
     return table.concat(rows, "\n")
 end
 
+local listing_md = { "",
+    "One wake-up in a long line: CPU of this process per listing of N lock nodes (mean",
+    "of repeated parses of one shuffled list; `os.clock`):", "",
+    "| N | `queue:parse` (a table per node, sorted) | one-pass scan (lowest, predecessor) |",
+    "|---|---|---|" }
+for _, l in ipairs(listing) do
+    listing_md[#listing_md + 1] = ("| %d | %.2f ms (%.2f µs per node) | %.3f ms |"):format(
+        l[1], l[2] * 1e3, l[2] / l[1] * 1e6, l[3] * 1e3)
+end
+listing_md = table.concat(listing_md, "\n")
+print(listing_md)
+
 local extra = ""
 if per.zkcoord then
     extra = table.concat({
@@ -315,6 +371,7 @@ if opts.doc then
         "",
         table_md,
         extra,
+        listing_md,
         "<!-- cpu:end -->",
     }, "\n")
     local f = io.open(doc)

@@ -33,10 +33,11 @@ local zkcoord = require "zkcoord"
 
 local write_doc, idle_secs = false, 10
 local scale_mode, counts, window, only = false, { 1000, 10000 }, 10, nil
+local RSS_CAP_MB = 1000     -- scale: the worker may grow to this while they queue (shared machine)
 do
     local usage = "usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]\n"
         .. "       luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]"
-        .. " [--only park,xlock,rlock]"
+        .. " [--only park,xlock,rlock] [--rss-cap MB]"
     local i = 1
     if arg[1] == "scale" then
         scale_mode, i = true, 2
@@ -52,6 +53,9 @@ do
             counts = {}
             for v in tostring(arg[i]):gmatch("%d+") do counts[#counts + 1] = tonumber(v) end
             assert(#counts > 0, "--counts needs numbers")
+        elseif arg[i] == "--rss-cap" and scale_mode then
+            i = i + 1
+            RSS_CAP_MB = assert(tonumber(arg[i]), "--rss-cap needs megabytes")
         elseif arg[i] == "--only" and scale_mode then
             i = i + 1
             only = {}
@@ -310,7 +314,6 @@ local SCALE_HTTP = [[
 
 local SCALE_TIMEOUT = 1200  -- s: the longest a request may wait in acquire
 local CHUNK = 500           -- requests connected per burst while they queue
-local RSS_CAP_MB = 3000     -- the worker may grow to this while they queue (shared machine)
 local STALL = 120           -- s without one more request queued: stop
 local DRAIN_CAP = 600       -- s for all to answer after the release
 
@@ -556,8 +559,7 @@ local function scale_table(results)
     for _, r in ipairs(results) do
         local cells = { tostring(r.count), SHAPE_TITLES[r.key] }
         if r.broke then
-            cells[#cells + 1] = ("**stopped**: %s (RSS %d MB)"):format(r.broke,
-                                                                     math.floor((r.rss1 or 0) / 1024))
+            cells[#cells + 1] = "**stopped**: " .. r.broke
             for _ = 4, 10 do cells[#cells + 1] = "—" end
         else
             cells[#cells + 1] = fmt_s(r.queue_secs)
