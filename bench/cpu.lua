@@ -242,9 +242,6 @@ local ok, err = pcall(function()
                         obj = obj:match("[^/]+$")
                         objects[obj] = (objects[obj] or 0) + tonumber((ir:gsub(",", "")))
                     end
-                    for ir, fn in ann:gmatch("\n%s*([%d,]+)%s+%b()%s+([^\n]+)") do
-                        objects["fn:" .. fn] = tonumber((ir:gsub(",", "")))
-                    end
                 end
             end
             cg[lib][cycles] = { threads = threads, objects = objects }
@@ -299,12 +296,11 @@ end
 local table_md = table.concat(lines, "\n")
 print(table_md)
 
-local function breakdown(lib, prefix, limit)
+local function breakdown(lib, limit)
     local list = {}
     for k, v in pairs(per[lib].objects) do
-        local is_fn = k:sub(1, 3) == "fn:"
-        if (prefix == "fn:") == is_fn and v >= 1 then
-            list[#list + 1] = { k = is_fn and k:sub(4) or k, v = v }
+        if v >= 1 then
+            list[#list + 1] = { k = k, v = v }
         end
     end
     table.sort(list, function(x, y) return x.v > y.v end)
@@ -336,18 +332,12 @@ if per.zkcoord then
         "",
         "| object (zkcoord) | instructions per cycle |",
         "|---|---|",
-        breakdown("zkcoord", "obj", 8),
+        breakdown("zkcoord", 6),
         "",
         "| object (raw C) | instructions per cycle |",
         "|---|---|",
-        breakdown("raw", "obj", 6),
-        "",
-        "zkcoord's calling thread, the functions with the most instructions of their own per",
-        "cycle:",
-        "",
-        "| function [object] | instructions per cycle |",
-        "|---|---|",
-        breakdown("zkcoord", "fn:", 15),
+        breakdown("raw", 4),
+
     }, "\n")
     print(extra)
 end
