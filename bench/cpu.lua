@@ -364,17 +364,6 @@ if opts.doc then
         listing_md,
         "<!-- cpu:end -->",
     }, "\n")
-    local f = io.open(doc)
-    local text = f and f:read("*a") or "# Performance\n"
-    if f then f:close() end
-    if text:find("<!%-%- cpu:begin %-%->") then
-        text = text:gsub("<!%-%- cpu:begin %-%->.-<!%-%- cpu:end %-%->", function() return section end)
-    else
-        text = text .. "\n" .. section .. "\n"
-    end
-    f = assert(io.open(doc, "w"))
-    f:write(text)
-    f:close()
-    print("wrote " .. doc)
+    dofile(root .. "/bench/doc_section.lua")(doc, "cpu", section)
 end
 proc.rm_rf(tmp)

@@ -582,22 +582,7 @@ local function scale_table(results)
     return table.concat(out, "\n")
 end
 
-local function replace_section(doc, marker, section)
-    local f = io.open(doc)
-    local text = f and f:read("*a") or "# Performance\n"
-    if f then f:close() end
-    local pat = "<!%-%- " .. marker:gsub("%-", "%%-") .. ":begin %-%->.-<!%-%- "
-        .. marker:gsub("%-", "%%-") .. ":end %-%->"
-    if text:find(pat) then
-        text = text:gsub(pat, function() return section end)
-    else
-        text = text .. "\n" .. section .. "\n"
-    end
-    f = assert(io.open(doc, "w"))
-    f:write(text)
-    f:close()
-    print("wrote " .. doc)
-end
+local replace_section = dofile("bench/doc_section.lua")
 
 local function machine()
     local cpuname = sh("grep -m1 'model name' /proc/cpuinfo"):gsub("model name%s*:%s*", "")
