@@ -619,7 +619,9 @@ if scale_mode then
             "standalone ZooKeeper 3.8 on 127.0.0.1, forceSync=no; for each point a fresh private",
             "nginx with **one worker** (doorbell pump), `worker_connections` 2N + 1000; this",
             "process holds the lock (or the write lock) on its own session and opens one",
-            "connection per waiting request, 500 at a time, each burst queued before the next).",
+            "connection per waiting request, 500 at a time, each burst queued before the next;",
+            ("a point stops when the worker's RSS passes %d MB while they queue: `--rss-cap`)."):format(
+                RSS_CAP_MB),
             ("Measured %s on %s, load average %s before, %s after: the machine"):format(
                 started, machine(), load0, load1),
             "is shared with other test runs, so times are noisy; memory and the shape are not.",
