@@ -1,5 +1,7 @@
--- bench/ngx.lua: the nginx waiter, doorbell pump vs polling fallback.
+-- bench/ngx.lua: the nginx waiter, doorbell pump vs polling fallback; and
+-- how one worker holds up with thousands of waiting requests.
 --   luajit bench/ngx.lua [--doc] [--idle SECONDS]
+--   luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]
 -- Starts its own ZooKeeper and two private nginx instances (2 workers
 -- each) with the same handlers: one with the doorbell pump (sock_dir
 -- /tmp), one forced onto the polling fallback (sock_dir /nonexistent).
@@ -9,6 +11,18 @@
 -- requests wait on a held lock, and the workers' CPU during that wait.
 -- Prints a markdown table; --doc also writes it into docs/PERFORMANCE.md
 -- between <!-- ngx:begin --> and <!-- ngx:end -->.
+--
+-- scale: one nginx with ONE worker (doorbell pump); N requests (each on
+-- its own connection) wait in it, in three shapes: in ngx.sleep (nginx's
+-- own cost of a waiting request, the baseline), on one exclusive lock held
+-- by this process (each granted request releases at once: the release
+-- starts N handoffs), and on read locks behind one write lock held by this
+-- process (the release admits them all at once). For each: worker RSS and
+-- Lua heap before and while they wait, worker CPU over a fixed window while
+-- they wait, the cost of one tick of the waiter's ticker (the timer that
+-- looks for ended requests), /ping p50/p99 meanwhile, and the time from the
+-- release until every request answered. --doc writes the section between
+-- <!-- ngx-scale:begin --> and <!-- ngx-scale:end -->.
 package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
 
@@ -18,16 +32,39 @@ local proc = require "helpers.proc"
 local zkcoord = require "zkcoord"
 
 local write_doc, idle_secs = false, 10
+local scale_mode, counts, window, only = false, { 1000, 10000 }, 10, nil
+local RSS_CAP_MB = 1000     -- scale: the worker may grow to this while they queue (shared machine)
 do
+    local usage = "usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]\n"
+        .. "       luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]"
+        .. " [--only park,xlock,rlock] [--rss-cap MB]"
     local i = 1
+    if arg[1] == "scale" then
+        scale_mode, i = true, 2
+    end
     while arg[i] do
         if arg[i] == "--doc" then
             write_doc = true
-        elseif arg[i] == "--idle" then
+        elseif arg[i] == "--idle" and not scale_mode then
             i = i + 1
             idle_secs = assert(tonumber(arg[i]), "--idle needs seconds")
+        elseif arg[i] == "--counts" and scale_mode then
+            i = i + 1
+            counts = {}
+            for v in tostring(arg[i]):gmatch("%d+") do counts[#counts + 1] = tonumber(v) end
+            assert(#counts > 0, "--counts needs numbers")
+        elseif arg[i] == "--rss-cap" and scale_mode then
+            i = i + 1
+            RSS_CAP_MB = assert(tonumber(arg[i]), "--rss-cap needs megabytes")
+        elseif arg[i] == "--only" and scale_mode then
+            i = i + 1
+            only = {}
+            for v in tostring(arg[i]):gmatch("[%w]+") do only[v] = true end
+        elseif arg[i] == "--window" and scale_mode then
+            i = i + 1
+            window = assert(tonumber(arg[i]), "--window needs seconds")
         else
-            error("usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]")
+            error(usage)
         end
         i = i + 1
     end
@@ -163,6 +200,452 @@ local function pings(n, count)
         proc.sleep(0.002)
     end
     return out
+end
+
+-- Scale: thousands of requests waiting in one worker -------------------------
+
+local SCALE_APP = [==[
+local zn = require "zkcoord.ngx"
+local semaphore = require "ngx.semaphore"
+local now = require("zkcoord").now
+local TIMEOUT = @TIMEOUT@
+local parked = semaphore.new(0)
+local _M = {}
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 30 }
+end
+
+local function granted(lock, err)
+    if not lock then
+        ngx.status = 500
+        ngx.say("acquire: ", tostring(err))
+        return false
+    end
+    ngx.shared.scale:rpush("grants", now())
+    return true
+end
+
+-- Baseline: a request parked on an ngx.semaphore, as a zkcoord wait is.
+function _M.park()
+    local ok, err = parked:wait(TIMEOUT)
+    if granted(ok, err) then ngx.say("ok") end
+end
+
+function _M.unpark()
+    parked:post(tonumber(ngx.var.arg_n))
+    ngx.say("ok")
+end
+
+function _M.xlock()
+    local lock = assert(zn.client()):lock(ngx.var.arg_node)
+    local ok, err = lock:acquire(TIMEOUT)
+    if granted(ok, err) then
+        lock:release()
+        ngx.say("ok")
+    end
+end
+
+function _M.rlock()
+    local r = assert(zn.client()):rwlock(ngx.var.arg_node):read_lock()
+    local ok, err = r:acquire(TIMEOUT)
+    if granted(ok, err) then
+        r:release()
+        ngx.say("ok")
+    end
+end
+
+-- The worker's Lua heap (after a full collection with ?gc=1), and how
+-- many requests wait.
+function _M.heap()
+    if ngx.var.arg_gc then
+        collectgarbage()
+        collectgarbage()
+    end
+    local w = assert(zn.client())._waiter
+    ngx.say(("%.1f %d %d"):format(collectgarbage("count"), -math.min(0, parked:count()),
+                                  w.waiting))
+end
+
+-- One tick of the waiter's ticker, timed: its look for aborted waiters
+-- (every waiting event; a peek at the client socket of each) and for
+-- ended requests (every request that owns nodes).
+function _M.tick()
+    local w = assert(zn.client())._waiter
+    local t0 = now()
+    w:_reap()
+    local t1 = now()
+    w:_end_scopes()
+    local t2 = now()
+    local scopes = 0
+    for _ in pairs(w.scopes) do scopes = scopes + 1 end
+    ngx.say(("%.6f %.6f %d"):format(t1 - t0, t2 - t1, scopes))
+end
+
+function _M.grants()
+    local d, out = ngx.shared.scale, {}
+    while true do
+        local v = d:lpop("grants")
+        if not v then break end
+        out[#out + 1] = ("%.6f"):format(v)
+    end
+    ngx.say(table.concat(out, " "))
+end
+
+return _M
+]==]
+
+local SCALE_HTTP = [[
+    lua_shared_dict scale 16m;
+    init_worker_by_lua_block { require("app").init_worker() }
+    exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+    server {
+        listen 127.0.0.1:@PORT@ backlog=4096;
+        location = /ping { content_by_lua_block { ngx.say("pong") } }
+        location = /park { content_by_lua_block { require("app").park() } }
+        location = /unpark { content_by_lua_block { require("app").unpark() } }
+        location = /xlock { content_by_lua_block { require("app").xlock() } }
+        location = /rlock { content_by_lua_block { require("app").rlock() } }
+        location = /heap { content_by_lua_block { require("app").heap() } }
+        location = /tick { content_by_lua_block { require("app").tick() } }
+        location = /grants { content_by_lua_block { require("app").grants() } }
+    }
+]]
+
+local SCALE_TIMEOUT = 1200  -- s: the longest a request may wait in acquire
+local CHUNK = 500           -- requests connected per burst while they queue
+local STALL = 120           -- s without one more request queued: stop
+local DRAIN_CAP = 600       -- s for all to answer after the release
+
+local function raise_nofile(want)
+    local ffi = require "ffi"
+    pcall(ffi.cdef, [[
+        struct zkb_rlimit { unsigned long cur, max; };
+        int getrlimit(int, struct zkb_rlimit *);
+        int setrlimit(int, const struct zkb_rlimit *);
+    ]])
+    local RLIMIT_NOFILE = 7
+    local rl = ffi.new("struct zkb_rlimit")
+    assert(ffi.C.getrlimit(RLIMIT_NOFILE, rl) == 0)
+    if rl.cur < want then
+        rl.cur = math.min(want, tonumber(rl.max))
+        assert(ffi.C.setrlimit(RLIMIT_NOFILE, rl) == 0)
+    end
+    return tonumber(rl.cur)
+end
+
+local function rss_kb(pid)
+    local text = proc.read_file("/proc/" .. pid .. "/status") or ""
+    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
+end
+
+local function heap_of(n, gc)
+    local status, body = n:get(gc and "/heap?gc=1" or "/heap", 300)
+    assert(status == 200, "heap: " .. tostring(body))
+    local kb, parked, waiting = body:match("(%S+) (%d+) (%d+)")
+    return tonumber(kb), tonumber(parked), tonumber(waiting)
+end
+
+-- Connects `count` requests to `shape.path` in bursts, each burst queued
+-- (nodes on the server and events waiting in the worker) before the next.
+-- Stops early if the worker's RSS passes the cap or nothing queues for a
+-- while; r.broke says why.
+local function queue_requests(n, admin, wpid, shape, count, r)
+    local batches, t_q = {}, zkcoord.now()
+    local queued = 0
+    for first = 1, count, CHUNK do
+        local paths = {}
+        local want = math.min(count, first + CHUNK - 1)
+        for i = first, want do paths[#paths + 1] = shape.path .. "&i=" .. i end
+        batches[#batches + 1] = n:fire(paths, 60)
+        local last_move, last_q = proc.now(), queued
+        while true do
+            if shape.node then
+                local st = admin:exists(shape.node)
+                queued = st and st.num_children - 1 or 0
+                if queued >= want then
+                    queued = math.min(queued, select(3, heap_of(n)))
+                end
+            else
+                queued = select(2, heap_of(n))
+            end
+            if queued >= want then break end
+            if queued ~= last_q then last_move, last_q = proc.now(), queued end
+            local rss = rss_kb(wpid)
+            if rss > RSS_CAP_MB * 1024 then
+                r.broke = ("worker RSS %d MB with %d of %d requests queued"):format(
+                    math.floor(rss / 1024), queued, count)
+            elseif proc.now() - last_move > STALL then
+                r.broke = ("no progress for %d s with %d of %d requests queued"):format(
+                    STALL, queued, count)
+            end
+            if r.broke then
+                r.queued = queued
+                return batches
+            end
+            for _, b in ipairs(batches) do b:poll(0) end
+            proc.sleep(0.1)
+        end
+    end
+    r.queued = queued
+    r.queue_secs = zkcoord.now() - t_q
+    return batches
+end
+
+-- Releases and collects every answer (at most DRAIN_CAP s); the grants'
+-- times (monotonic, taken in the worker) give the pace of the handoffs.
+local function drain(n, holder, batches, count, r)
+    local t_rel = zkcoord.now()
+    if holder then
+        assert(holder:release())
+    else
+        assert(n:get("/unpark?n=" .. count) == 200)
+    end
+    local t_last, failed, first_err = t_rel, 0, nil
+    for _, b in ipairs(batches) do
+        for _, x in ipairs(b:collect(math.max(0.1, t_rel + DRAIN_CAP - zkcoord.now()))) do
+            if x.status ~= 200 then
+                failed = failed + 1
+                first_err = first_err or (tostring(x.status) .. " " .. tostring(x.err)
+                                          .. " " .. tostring(x.body))
+            end
+            if x.t1 and x.t1 > t_last then t_last = x.t1 end
+        end
+    end
+    r.drain, r.failed, r.first_err = t_last - t_rel, failed, first_err
+    local _, body = n:get("/grants", 60)
+    local grants = numbers(body)
+    table.sort(grants)
+    r.grants = #grants
+    r.first_grant = grants[1] and grants[1] - t_rel
+    -- Mean interval between grants in each tenth of the drain: the first
+    -- tenth is served while the line is longest.
+    r.gaps = {}
+    local tenth = math.max(1, math.floor(#grants / 10))
+    for k = 0, 9 do
+        local a, b = k * tenth + 1, math.min(#grants, (k + 1) * tenth)
+        if b > a then r.gaps[k + 1] = (grants[b] - grants[a]) / (b - a) end
+    end
+end
+
+-- One shape at one count, in a fresh nginx (one worker) and fresh paths.
+local function scale_point(srv, admin, root, count, shape)
+    local r = { count = count, shape = shape, key = shape.key }
+    local n = assert(nginx.start {
+        workers = 1,
+        worker_connections = count * 2 + 1000,
+        main = ("worker_rlimit_nofile %d;"):format(count * 2 + 2000),
+        env = { ZK_HOSTS = srv.hosts },
+        vars = { ROOT = root, TIMEOUT = SCALE_TIMEOUT },
+        lua_modules = { app = SCALE_APP },
+        http = SCALE_HTTP,
+    })
+    local ok, err = pcall(function()
+        local wpid = assert(n:worker_pids()[1], "no worker")
+        local node = shape.key ~= "park" and ("%s/%s-%d"):format(root, shape.key, count) or nil
+        if node then assert(admin:create(node)) end
+        local s = { path = shape.path .. "?node=" .. (node or ""), node = node }
+        -- Warm up: connected, every code path run once.
+        for _ = 1, 20 do assert(n:get("/ping", 10) == 200, n:log_tail()) end
+        for _, x in ipairs(n:fire({ shape.key == "park" and "/xlock?node=" .. root .. "/warm"
+                                    or s.path }):collect(30)) do
+            assert(x.status == 200, n:log_tail())
+        end
+        n:get("/grants")
+        r.heap0, r.rss0 = heap_of(n, true), rss_kb(wpid)
+        local holder
+        if shape.key == "xlock" then
+            holder = admin:lock(node)
+        elseif shape.key == "rlock" then
+            holder = admin:rwlock(node):write_lock()
+        end
+        if holder then assert(holder:acquire(10)) end
+        local batches = queue_requests(n, admin, wpid, s, count, r)
+        if not r.broke then
+            proc.sleep(1)
+            r.heap1, r.rss1 = heap_of(n, true), rss_kb(wpid)
+            r.tick_reap, r.tick_scopes = {}, {}
+            for _ = 1, 5 do
+                local _, body = n:get("/tick", 60)
+                local a, b, sc = body:match("(%S+) (%S+) (%d+)")
+                r.tick_reap[#r.tick_reap + 1] = tonumber(a)
+                r.tick_scopes[#r.tick_scopes + 1] = tonumber(b)
+                r.scopes = tonumber(sc)
+            end
+            proc.sleep(1)
+            local c0, s0, t0 = nginx.cpu_ticks(wpid), nginx.ctx_switches(wpid), proc.now()
+            proc.sleep(window)
+            r.cpu_ticks = nginx.cpu_ticks(wpid) - c0
+            r.cpu_cs = nginx.ctx_switches(wpid) - s0
+            r.cpu_secs = proc.now() - t0
+            r.pings = pings(n, PINGS)
+        else
+            r.rss1 = rss_kb(wpid)
+            io.stderr:write("  stopped: ", r.broke, "\n")
+            for _, b in ipairs(batches) do b:abort() end
+            if holder then holder:release() end
+            return
+        end
+        drain(n, holder, batches, count, r)
+        if r.failed > 0 then
+            io.stderr:write(("  %d of %d failed, first: %s\n"):format(r.failed, count,
+                                                                      tostring(r.first_err)))
+        end
+    end)
+    r.errlog = n:error_log()
+    n:destroy()
+    if not ok then
+        r.broke = (r.broke and r.broke .. "; " or "") .. tostring(err)
+        io.stderr:write("  error: ", tostring(err), "\n")
+    end
+    return r
+end
+
+local function run_scale()
+    local maxn = math.max(unpack(counts))
+    local nofile = raise_nofile(maxn * 2 + 1000)
+    assert(nofile >= maxn + 200, ("open files limit %d: too low for %d requests"):format(nofile, maxn))
+    local srv = assert(zkserver.start { extra = { "jute.maxbuffer=4194304" } })
+    local root = "/bench-ngx-scale"
+    local admin = assert(zkcoord.connect { servers = srv.hosts, session_timeout = 30 })
+    admin:create(root)
+    admin:create(root .. "/warm")
+    local shapes = {
+        { key = "park", path = "/park" },
+        { key = "xlock", path = "/xlock" },
+        { key = "rlock", path = "/rlock" },
+    }
+    local results = {}
+    local ok, err = pcall(function()
+        for _, count in ipairs(counts) do
+            for _, shape in ipairs(shapes) do
+                if not only or only[shape.key] then
+                    io.stderr:write(("%d requests: %s ...\n"):format(count, shape.key))
+                    results[#results + 1] = scale_point(srv, admin, root, count, shape)
+                end
+            end
+        end
+    end)
+    admin:close()
+    srv:destroy()
+    if not ok then error(err, 0) end
+    return results
+end
+
+local SHAPE_TITLES = {
+    park = "an `ngx.semaphore` (nginx alone, no zkcoord)",
+    xlock = "one exclusive lock held outside (N handoffs)",
+    rlock = "a read lock behind one write lock held outside",
+}
+
+local function fmt_ms(x)
+    if not x then return "—" end
+    return x < 0.001 and ("%.0f µs"):format(x * 1e6) or x < 10 and ("%.2f ms"):format(x * 1e3)
+        or ("%.1f s"):format(x)
+end
+
+local function fmt_s(x)
+    return x and (x < 1 and fmt_ms(x) or ("%.1f s"):format(x)) or "—"
+end
+
+local function scale_table(results)
+    local out = {
+        "| requests | waiting on | queued in | worker RSS before → waiting (per request) "
+            .. "| Lua heap before → waiting (per request) | worker CPU while waiting "
+            .. "| one ticker tick: reap / ended requests | `/ping` p50 / p99 meanwhile "
+            .. "| all served after the release (per request) | grant interval, first → last tenth |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    }
+    for _, r in ipairs(results) do
+        local cells = { tostring(r.count), SHAPE_TITLES[r.key] }
+        if r.broke then
+            cells[#cells + 1] = "**stopped**: " .. r.broke
+            for _ = 4, 10 do cells[#cells + 1] = "—" end
+        else
+            cells[#cells + 1] = fmt_s(r.queue_secs)
+            cells[#cells + 1] = ("%.1f → %.1f MB (%.1f KB)"):format(r.rss0 / 1024, r.rss1 / 1024,
+                (r.rss1 - r.rss0) / r.count)
+            cells[#cells + 1] = ("%.1f → %.1f MB (%.1f KB)"):format(r.heap0 / 1024, r.heap1 / 1024,
+                (r.heap1 - r.heap0) / r.count)
+            cells[#cells + 1] = ("%d ticks in %.0f s (%.1f %% of a core)"):format(r.cpu_ticks,
+                r.cpu_secs, 100 * r.cpu_ticks / CLK_TCK / r.cpu_secs)
+            cells[#cells + 1] = ("%s / %s"):format(fmt_ms(pct(r.tick_reap, 50)),
+                                                   fmt_ms(pct(r.tick_scopes, 50)))
+            cells[#cells + 1] = ("%s / %s"):format(fmt_ms(pct(r.pings, 50)), fmt_ms(pct(r.pings, 99)))
+            cells[#cells + 1] = ("%s (%s)%s"):format(fmt_s(r.drain), fmt_ms(r.drain / r.count),
+                r.failed > 0 and (" **%d failed**"):format(r.failed) or "")
+            cells[#cells + 1] = r.key ~= "park" and r.gaps[1] and r.gaps[#r.gaps]
+                and ("%s → %s"):format(fmt_ms(r.gaps[1]), fmt_ms(r.gaps[#r.gaps])) or "—"
+        end
+        out[#out + 1] = "| " .. table.concat(cells, " | ") .. " |"
+    end
+    return table.concat(out, "\n")
+end
+
+local replace_section = dofile("bench/doc_section.lua")
+
+local function machine()
+    local cpuname = sh("grep -m1 'model name' /proc/cpuinfo"):gsub("model name%s*:%s*", "")
+                                                           :gsub("\n", "")
+    local nver = sh("nginx -v 2>&1"):gsub("\n", ""):gsub("^nginx version: ", "")
+    return ("%s, %d cores, %s"):format(cpuname, tonumber(sh("nproc")) or 0, nver)
+end
+
+local function loadavg()
+    return (sh("cut -d' ' -f1-3 /proc/loadavg"):gsub("\n", ""))
+end
+
+if scale_mode then
+    local load0, started = loadavg(), os.date("!%Y-%m-%d %H:%M UTC")
+    local results = run_scale()
+    local load1 = loadavg()
+    local table_md = scale_table(results)
+    print(table_md)
+    for _, r in ipairs(results) do
+        if r.gaps and #r.gaps > 0 then
+            local g = {}
+            for i, v in ipairs(r.gaps) do g[i] = fmt_ms(v) end
+            print(("%d %s: grant interval by tenth of the drain: %s"):format(r.count, r.key,
+                                                                           table.concat(g, ", ")))
+        end
+    end
+    if write_doc then
+        replace_section("docs/PERFORMANCE.md", "ngx-scale", table.concat({
+            "<!-- ngx-scale:begin -->",
+            "## Inside nginx: thousands of requests waiting in one worker (issue 14 item 3)",
+            "",
+            ("Command: `luajit bench/ngx.lua scale --doc --counts %s --window %g` (its own"):format(
+                table.concat(counts, ","), window),
+            "standalone ZooKeeper 3.8 on 127.0.0.1, forceSync=no; for each point a fresh private",
+            "nginx with **one worker** (doorbell pump), `worker_connections` 2N + 1000; this",
+            "process holds the lock (or the write lock) on its own session and opens one",
+            "connection per waiting request, 500 at a time, each burst queued before the next;",
+            ("a point stops when the worker's RSS passes %d MB while they queue: `--rss-cap`)."):format(
+                RSS_CAP_MB),
+            ("Measured %s on %s, load average %s before, %s after: the machine"):format(
+                started, machine(), load0, load1),
+            "is shared with other test runs, so times are noisy; memory and the shape are not.",
+            "",
+            table_md,
+            "",
+            "RSS: VmRSS of the worker; Lua heap: `collectgarbage(\"count\")` in the worker after",
+            "two full collections; both before the requests came and after all had queued (per",
+            "request: the difference over N). CPU: utime+stime of the worker (every thread:",
+            "libzookeeper's I/O and completion threads too) from /proc/<pid>/stat over " .. window
+                .. " s while",
+            "they wait and nothing else happens; a tick is 1/" .. CLK_TCK .. " s. One ticker tick: the",
+            "work the waiter's ticker does every 50 ms while requests wait, timed in the worker:",
+            "its look for aborted waiters (`_reap`: every waiting event, a peek at each",
+            "request's client socket) and for ended requests (`_end_scopes`). `/ping`: "
+                .. PINGS .. " sequential",
+            "requests, a new connection each. Served: from the release to the last response;",
+            "per request: that over N (for the exclusive lock: per handoff). Grant interval:",
+            "mean time between grants in the first and the last tenth of the drain (the line",
+            "is longest in the first).",
+            "<!-- ngx-scale:end -->",
+        }, "\n"))
+    end
+    os.exit(0)
 end
 
 -- Setup -------------------------------------------------------------------------
@@ -318,20 +801,15 @@ local table_md = table.concat({
 print(table_md)
 
 if write_doc then
-    local doc = "docs/PERFORMANCE.md"
-    local cpuname = sh("grep -m1 'model name' /proc/cpuinfo"):gsub("model name%s*:%s*", "")
-                                                           :gsub("\n", "")
-    local load = sh("cut -d' ' -f1-3 /proc/loadavg"):gsub("\n", "")
-    local nver = sh("nginx -v 2>&1"):gsub("\n", ""):gsub("^nginx version: ", "")
-    local section = table.concat({
+    replace_section("docs/PERFORMANCE.md", "ngx", table.concat({
         "<!-- ngx:begin -->",
         "## Inside nginx: doorbell pump vs polling fallback",
         "",
         "Command: `luajit bench/ngx.lua --doc` (starts its own ZooKeeper, forceSync=no, and two",
         "private nginx instances with 2 workers each on 127.0.0.1; the polling one is forced by",
         "`init_worker{ sock_dir = \"/nonexistent\" }`).",
-        ("Measured %s on %s, %d cores, %s, load average %s (other work was running)."):format(
-            os.date("!%Y-%m-%d"), cpuname, tonumber(sh("nproc")) or 0, nver, load),
+        ("Measured %s on %s, load average %s (other work was running)."):format(
+            os.date("!%Y-%m-%d"), machine(), loadavg()),
         "",
         table_md,
         "",
@@ -353,17 +831,5 @@ if write_doc then
         "worker, pays up to 50 ms per wait. Idle, it wakes 20 times a second per worker; the",
         "doorbell pump does not wake at all.",
         "<!-- ngx:end -->",
-    }, "\n")
-    local f = io.open(doc)
-    local text = f and f:read("*a") or "# Performance\n"
-    if f then f:close() end
-    if text:find("<!%-%- ngx:begin %-%->") then
-        text = text:gsub("<!%-%- ngx:begin %-%->.-<!%-%- ngx:end %-%->", function() return section end)
-    else
-        text = text .. "\n" .. section .. "\n"
-    end
-    f = assert(io.open(doc, "w"))
-    f:write(text)
-    f:close()
-    print("wrote " .. doc)
+    }, "\n"))
 end

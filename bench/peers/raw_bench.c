@@ -19,7 +19,11 @@
  *            on every poll of the I/O thread (see main).
  *
  *   raw_bench SCENARIO HOSTS PATH DURATION_S [EXTRA]
- * prints one line of key=value pairs. Scenarios and the BENCH_SYNC /
+ * prints one line of key=value pairs.
+ *   raw_bench lock_cpu HOSTS PATH CYCLES
+ * (bench/cpu.lua) runs CYCLES uncontended lock cycles after CYCLES/10 of
+ * warm-up and prints the CPU they took on the calling thread
+ * (CLOCK_THREAD_CPUTIME_ID) and in the whole process. Scenarios and the BENCH_SYNC /
  * BENCH_ID / BENCH_WARMUP environment contract: see bench/run.lua. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -422,7 +426,38 @@ static double barrier(void)
     return mono();
 }
 
-enum scenario { LOCK_UNC, LOCK_CONT, RWLOCK, COUNTER, HOLD };
+enum scenario { LOCK_UNC, LOCK_CONT, RWLOCK, COUNTER, HOLD, LOCK_CPU };
+
+static double cpu_clock(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* lock_cpu: `cycles` acquire+release cycles, no timing inside the loop
+ * (the same loop as bench/cpu.lua's zkcoord side). */
+static void lock_cpu(const char *path, long cycles)
+{
+    char node[512];
+    long i;
+    double t0, c0, p0;
+    ensure(path, NULL);
+    for (i = 0; i < cycles / 10; i++) {
+        acquire(path, "lock-", node, sizeof node);
+        release(node);
+    }
+    t0 = mono();
+    c0 = cpu_clock(CLOCK_THREAD_CPUTIME_ID);
+    p0 = cpu_clock(CLOCK_PROCESS_CPUTIME_ID);
+    for (i = 0; i < cycles; i++) {
+        acquire(path, "lock-", node, sizeof node);
+        release(node);
+    }
+    printf("cycles=%ld secs=%.6f thread_cpu_s=%.6f process_cpu_s=%.6f\n", cycles, mono() - t0,
+           cpu_clock(CLOCK_THREAD_CPUTIME_ID) - c0, cpu_clock(CLOCK_PROCESS_CPUTIME_ID) - p0);
+    fflush(stdout);
+}
 
 /* one loop of the scenario on `path` until `end` (monotonic); returns ops */
 static long run(enum scenario sc, const char *path, double end, int read_pct,
@@ -487,6 +522,8 @@ int main(int argc, char **argv)
         sc = COUNTER;
     else if (!strcmp(scen, "hold"))
         sc = HOLD;
+    else if (!strcmp(scen, "lock_cpu"))
+        sc = LOCK_CPU;
     else {
         printf("error=unsupported_scenario\n");
         return 3;
@@ -527,6 +564,12 @@ int main(int argc, char **argv)
     if (connected != 1) {
         printf("error=connect\n");
         return 1;
+    }
+
+    if (sc == LOCK_CPU) {
+        lock_cpu(path, atol(argv[4]));
+        zookeeper_close(zh);
+        return 0;
     }
 
     if (sc == HOLD) {
