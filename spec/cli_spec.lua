@@ -631,7 +631,10 @@ describe("zkcoord command #zk", function()
             end
             local hs = { start(cmd("A")) }
             assert.truthy(wait_locks(p, 1))
-            hs[2], hs[3] = start(cmd("B")), start(cmd("C"))
+            -- B joins the line before C starts: "in line order" below is B.
+            hs[2] = start(cmd("B"))
+            assert.truthy(wait_locks(p, 2))
+            hs[3] = start(cmd("C"))
             assert.truthy(wait_locks(p, 3))
             assert.truthy(zk.wait_until(function()
                 return (proc.read_file(log) or ""):find("A start", 1, true)
