@@ -26,8 +26,8 @@ local ffi = require "ffi"
 local core = require "zkcoord.core"
 
 local now = core.now
-local co_running, co_create, co_resume, co_yield, co_status =
-    coroutine.running, coroutine.create, coroutine.resume, coroutine.yield, coroutine.status
+local co_running, co_resume, co_yield, co_status =
+    coroutine.running, coroutine.resume, coroutine.yield, coroutine.status
 local huge, min, ceil = math.huge, math.min, math.ceil
 local unpack = unpack or table.unpack     -- luacheck: ignore 143
 
@@ -171,16 +171,8 @@ function _M:_wake(co)
 end
 
 
-function _M:spawn(fn, ...)
-    if type(fn) ~= "function" then
-        error("bad argument #1 to 'spawn' (function expected)", 2)
-    end
-    local co = co_create(fn)
-    self.tasks[co] = true
-    self.count = self.count + 1
-    self.ready[#self.ready + 1] = { co, select("#", ...), ... }
-    return co
-end
+-- The blocking waiter's spawn: it keeps the same fields (tasks, ready, count).
+_M.spawn = require("zkcoord.wait.blocking").spawn
 
 
 function _M:_resume(item)

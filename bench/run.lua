@@ -43,17 +43,15 @@ if root:sub(1, 1) ~= "/" then
     root = root == "." and pwd or (pwd .. "/" .. root)
 end
 package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
+    .. root .. "/bench/?.lua;" .. package.path
 package.cpath = root .. "/lua/?.so;" .. package.cpath
 
 local ffi = require "ffi"
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
+local peerlib = require "peerlib"
 
 local LUAJIT = arg[-1] or "luajit"
-local BUILD = root .. "/bench/results/build"
-local JAVA_DIR = "/usr/share/java"
-local PEERS = root .. "/bench/peers"
 
 -- ---------------------------------------------------------------------------
 -- Options.
@@ -125,32 +123,9 @@ local function wall()
     return tonumber(tsbuf.tv_sec) + tonumber(tsbuf.tv_nsec) * 1e-9
 end
 
--- Runs a shell command: its output (stdout and stderr) and whether it
--- exited 0 (LuaJIT's popen close does not tell).
-local function sh(cmd)
-    local f = assert(io.popen("( " .. cmd .. " ) 2>&1; echo \"__rc=$?\""))
-    local out = f:read("*a")
-    f:close()
-    local rc = tonumber(out:match("__rc=(%d+)%s*$"))
-    return (out:gsub("__rc=%d+%s*$", "")), rc == 0
-end
-
-local function shquote(s)
-    return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function file_exists(p)
-    local f = io.open(p)
-    if f then
-        f:close()
-        return true
-    end
-    return false
-end
-
-local function trim(s)
-    return (tostring(s or ""):gsub("^%s+", ""):gsub("%s+$", ""))
-end
+local sh, shquote, file_exists, trim = peerlib.sh, peerlib.shquote, peerlib.file_exists,
+    peerlib.trim
+local python, loadavg = peerlib.python, peerlib.loadavg
 
 local function median(t)
     local s = {}
@@ -168,10 +143,6 @@ local function median(t)
         return s[(n + 1) / 2]
     end
     return (s[n / 2] + s[n / 2 + 1]) / 2
-end
-
-local function loadavg()
-    return trim((proc.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)"))
 end
 
 local function log(fmt, ...)
@@ -223,106 +194,9 @@ local function json(v, indent)
 end
 
 -- ---------------------------------------------------------------------------
--- Libraries: how to build and run each peer.
+-- Libraries: how to build and run each peer (bench/peerlib.lua).
 
-local function python()
-    local p = os.getenv("BENCH_PYTHON")
-    if p and p ~= "" then
-        return p
-    end
-    -- Debian's python3 has python3-kazoo; a python3 earlier on PATH may not.
-    return file_exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
-end
-
-local CURATOR_JARS = { "curator-framework", "curator-recipes", "curator-client", "zookeeper",
-                       "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop" }
-
-local function curator_cp()
-    local cp = { BUILD .. "/java" }
-    for _, j in ipairs(CURATOR_JARS) do
-        cp[#cp + 1] = JAVA_DIR .. "/" .. j .. ".jar"
-    end
-    -- Guava 31 needs failureaccess for some classes; Debian ships it apart.
-    if file_exists(JAVA_DIR .. "/failureaccess.jar") then
-        cp[#cp + 1] = JAVA_DIR .. "/failureaccess.jar"
-    end
-    return table.concat(cp, ":")
-end
-
-local LIBS = {
-    {
-        key = "zkcoord", name = "zkcoord",
-        build = function()
-            if not file_exists(root .. "/lua/zkcoord/core.so") then
-                local out, ok = sh("bash " .. shquote(root .. "/scripts/build.sh"))
-                if not ok then
-                    return nil, "scripts/build.sh failed: " .. out
-                end
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { LUAJIT, PEERS .. "/zkcoord_bench.lua", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "raw", name = "raw C",
-        build = function()
-            local out, ok = sh(("mkdir -p %s && cc -O2 -Wall -o %s %s -lzookeeper_mt -lpthread")
-                :format(shquote(BUILD), shquote(BUILD .. "/raw_bench"),
-                        shquote(PEERS .. "/raw_bench.c")))
-            if not ok then
-                return nil, "cc failed (libzookeeper-mt-dev installed?): " .. out
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { BUILD .. "/raw_bench", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "kazoo", name = "kazoo",
-        build = function()
-            local out, ok = sh(shquote(python()) .. " -c 'import kazoo.client'")
-            if not ok then
-                return nil, "python3-kazoo is not installed (" .. trim(out) .. ")"
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { python(), PEERS .. "/kazoo_bench.py", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "curator", name = "Curator",
-        build = function()
-            for _, j in ipairs(CURATOR_JARS) do
-                if not file_exists(JAVA_DIR .. "/" .. j .. ".jar") then
-                    return nil, JAVA_DIR .. "/" .. j .. ".jar is missing "
-                        .. "(libcurator-recipes-java, libslf4j-java)"
-                end
-            end
-            local out, ok = sh(("mkdir -p %s && javac -nowarn -d %s -cp %s %s"):format(
-                shquote(BUILD .. "/java"), shquote(BUILD .. "/java"), shquote(curator_cp()),
-                shquote(PEERS .. "/CuratorBench.java")))
-            if not ok then
-                return nil, "javac failed (default-jdk-headless installed?): " .. out
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            local a = { "java" }
-            for w in (os.getenv("BENCH_JAVA_OPTS") or ""):gmatch("%S+") do
-                a[#a + 1] = w
-            end
-            for _, x in ipairs({ "-cp", curator_cp(), "CuratorBench", scen, hosts, path, dur }) do
-                a[#a + 1] = x
-            end
-            a[#a + 1] = extra
-            return a
-        end,
-    },
-}
+local LIBS = peerlib.libs(root, LUAJIT)
 -- Does `row` run for library `key`? (row.only: a key, or a set of keys)
 local function row_has(row, key)
     if type(row.only) == "table" then
