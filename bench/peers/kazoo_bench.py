@@ -141,15 +141,25 @@ def new_client(hosts, timeout=10.0):
     return c
 
 
-def expire(hosts, zk):
-    """Expires zk's session (a second handle joins it and closes it);
-    returns the time the close was sent (the server may tell zk before it
-    answers the close)."""
-    other = KazooClient(hosts=hosts, client_id=zk.client_id, timeout=zk._session_timeout / 1000.0)
-    other.start(timeout=30)
+def expire(hosts, zk, lost=None):
+    """Expires zk's session: a second handle joins it and closes it. The
+    client may win its session back meanwhile (the close then fails), so
+    again until it has lost it (`lost`: a dict whose "at" is set then) or
+    has another session. Returns the time the close that took effect was
+    sent (the server may tell zk before it answers it)."""
+    sid = zk.client_id
     t = time.monotonic()
-    other.stop()
-    other.close()
+    for _ in range(10):
+        other = KazooClient(hosts=hosts, client_id=sid, timeout=zk._session_timeout / 1000.0)
+        other.start(timeout=30)
+        t = time.monotonic()
+        other.stop()
+        other.close()
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < 2 and zk.client_id == sid and not (lost and lost["at"]):
+            time.sleep(0.005)
+        if zk.client_id != sid or (lost and lost["at"]):
+            break
     return t
 
 
@@ -247,7 +257,7 @@ def scale_locks(hosts, path, bound, n):
     heap1 = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     rss1 = rss()[0]
-    te = expire(hosts, zk)
+    te = expire(hosts, zk, lost)
     while lost["at"] is None and time.monotonic() - te < bound:
         time.sleep(0.005)
     print("held=%d of=%d acquire_s=%.2f rate=%.1f heap_per_lock=%.0f rss_per_lock=%.0f lost_s=%.3f"
@@ -298,8 +308,8 @@ def scale_watches(hosts, path, bound, n):
     lat.sort()
     w0 = server_watches(wr)
     te = expire(hosts, zk)
-    while server_watches(wr) >= w0 and time.monotonic() - te < 10:
-        time.sleep(0.005)
+    # expire() returned once the client had a new session: the old one's
+    # watches are gone from the server, so count until all are back
     w = server_watches(wr)
     while w < w0 and time.monotonic() - te < bound:
         time.sleep(0.01)
