@@ -532,6 +532,8 @@ end
 -- ---------------------------------------------------------------------------
 -- Main.
 
+local started_at = os.date("!%Y-%m-%d %H:%M")
+
 local function main()
     local t_start = proc.now()
     local load_before = loadavg()
@@ -756,7 +758,7 @@ local function machine_facts()
     end
     return {
         cpu = cpu, nproc = tonumber(nproc) or nproc, kernel = kernel,
-        date = os.date("!%Y-%m-%d %H:%M UTC"),
+        date = started_at .. "-" .. os.date("!%H:%M UTC"),
         java = java, kazoo = kz, luajit = lj,
         curator = pkg_version("libcurator-framework-java"),
         zookeeper_server = pkg_version("libzookeeper-java"),
@@ -765,6 +767,8 @@ local function machine_facts()
 end
 
 local PLOT_LIBS = { zkcoord = 1, raw = 2, kazoo = 3, curator = 4 }
+
+local results_all     -- every run's figures, for load_range()
 
 local function make_plot(active, results, png)
     local _, have = sh("command -v gnuplot")
@@ -835,6 +839,23 @@ local function make_plot(active, results, png)
     return true
 end
 
+-- The lowest and highest 1-minute load average seen after a run (the
+-- machine may be shared: what the rounds ran beside).
+local function load_range()
+    local lo, hi = math.huge, -math.huge
+    for _, byrow in pairs(results_all or {}) do
+        for _, rl in pairs(byrow) do
+            for _, m in ipairs(rl.runs or {}) do
+                local l = tonumber(tostring(m.load or ""):match("^(%S+)"))
+                if l then
+                    lo, hi = math.min(lo, l), math.max(hi, l)
+                end
+            end
+        end
+    end
+    return lo <= hi and ("%.1f to %.1f"):format(lo, hi) or "?"
+end
+
 local function write_doc(table_md, facts, load_before, load_after, secs, errors, plotted)
     local doc = root .. "/docs/PERFORMANCE.md"
     local text = proc.read_file(doc) or "# Performance\n"
@@ -855,8 +876,9 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
         "`bench/results/latest.json`).",
         "",
         ("Measured %s on %s, %s cores (nproc), Linux %s. Load average (1, 5, 15 min) before the"
-         .. " run: %s; after: %s. The run took %.0f s."):format(facts.date, facts.cpu,
-            tostring(facts.nproc), facts.kernel, load_before, load_after, secs),
+         .. " run: %s; after: %s; the 1-minute figure after each run ranged %s. The run took %.0f s.")
+            :format(facts.date, facts.cpu, tostring(facts.nproc), facts.kernel, load_before,
+                    load_after, load_range(), secs),
         ("Software: ZooKeeper server %s (Debian, full JIT); zkcoord on libzookeeper_mt %s and %s;"
          .. " raw C on the same libzookeeper_mt; kazoo %s (Python %s); Curator %s on %s.")
             :format(facts.zookeeper_server, facts.libzookeeper, facts.luajit,
@@ -963,6 +985,7 @@ end
 
 
 local active, results, errors, load_before, secs = main()
+results_all = results
 local load_after = loadavg()
 local best_md, proc_md = make_table(active, results, true), make_table(active, results, false)
 local table_md = table.concat({ best_md and ("Best form (one process):\n\n" .. best_md) or nil,

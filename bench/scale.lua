@@ -124,6 +124,7 @@ if #libs == 0 then
 end
 
 local load_before = peerlib.loadavg()
+local started_at = os.date("!%Y-%m-%d %H:%M")
 local t_start = now()
 local srv = assert(zkserver.start { log_level = "WARN",
                                     jvm_flags = { "-XX:TieredStopAtLevel=4", "-Xmx2g" } })
@@ -281,6 +282,12 @@ local function curve_watches()
         for _, lib in ipairs(rotated(i)) do
             local r, err = run_peer(lib, "scale_watches", dir, opts.bound, n, 3 * opts.bound + SETUP)
             results.watches[n][lib.key] = r or { err = err }
+            -- A re-arm counted within 50 ms of the expiry is the server not
+            -- having dropped the old session's watches yet when first asked
+            -- (seen with Curator), not a re-arm: not measured.
+            if r and not r.dnf and r.rearm_s and r.rearm_s >= 0 and r.rearm_s < 0.05 then
+                r.rearm_s = -2
+            end
             if r and r.dnf then
                 results.watches[n][lib.key] = { err = ("armed %d of %d watches in %.0f s (the bound)")
                                                       :format(r.armed, n, r.secs) }
@@ -393,6 +400,7 @@ local function watches_table()
             local r = results.watches[n] and results.watches[n][l.key]
             if r and not r.err then
                 local rearm = r.rearm_s >= 0 and ("%.2f s"):format(r.rearm_s)
+                    or r.rearm_s == -2 and "not measured (the count had not dropped)"
                     or ("not within %d s"):format(opts.bound)
                 if r.redelivered_s and r.redelivered_s >= 0 then
                     rearm = rearm .. (" (every function ran again: %.2f s)"):format(r.redelivered_s)
@@ -622,7 +630,7 @@ local body = table.concat({
      .. " round(s), each wait of a peer bounded by %d s)."):format(what, opts.rounds, opts.bound),
     ("Measured %s on %s, 2 cores shared with other work. Load average before: %s; after: %s."
      .. " The run took %.0f s. kazoo %s (Python %s); Curator 5.4.0 on %s.")
-        :format(os.date("!%Y-%m-%d %H:%M UTC"), cpu, load_before, load_after, secs,
+        :format(started_at .. "-" .. os.date("!%H:%M UTC"), cpu, load_before, load_after, secs,
                 kz:match("^(%S+)") or "?", kz:match("%S+%s+(%S+)") or "?", java),
     "",
     has.lock and "![Lock handoffs and latency against the number of waiters](scale-lock.png)\n" or nil,
