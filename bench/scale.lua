@@ -31,7 +31,8 @@
 -- Every peer run is bounded (--bound seconds for each of its waits, plus a
 -- setup allowance); one that does not finish is recorded as such. --doc
 -- rewrites the Scale section of docs/PERFORMANCE.md (between
--- <!-- scale:begin --> and <!-- scale:end -->) and docs/scale-lock.png,
+-- <!-- scale:begin --> and <!-- scale:end -->; with one curve, the section
+-- holds that curve only) and docs/scale-lock.png,
 -- docs/scale-watches.png; the results go to bench/results/scale.json.
 local root = (arg[0]:match("^(.*)/bench/[^/]*$") or ".")
 if root:sub(1, 1) ~= "/" then
@@ -633,10 +634,10 @@ local body = table.concat({
         :format(started_at .. "-" .. os.date("!%H:%M UTC"), cpu, load_before, load_after, secs,
                 kz:match("^(%S+)") or "?", kz:match("%S+%s+(%S+)") or "?", java),
     "",
-    has.lock and "![Lock handoffs and latency against the number of waiters](scale-lock.png)\n" or nil,
+    has.lock and "![Lock handoffs and latency against the number of waiters](scale-lock.png)\n" or "",
     table.concat(sections, "\n\n"),
     "",
-    has.watches and "\n![Watches: memory, delivery, re-arm](scale-watches.png)\n" or nil,
+    has.watches and "\n![Watches: memory, delivery, re-arm](scale-watches.png)\n" or "",
     "Where each cost stops being flat (computed: the first size whose cost is more than 1.5x"
         .. " the first size's; for the lock, from 16 waiters on, the 1-waiter row being one"
         .. " contender re-acquiring its own lock):",
