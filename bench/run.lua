@@ -43,17 +43,15 @@ if root:sub(1, 1) ~= "/" then
     root = root == "." and pwd or (pwd .. "/" .. root)
 end
 package.path = root .. "/spec/?.lua;" .. root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;"
-    .. package.path
+    .. root .. "/bench/?.lua;" .. package.path
 package.cpath = root .. "/lua/?.so;" .. package.cpath
 
 local ffi = require "ffi"
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
+local peerlib = require "peerlib"
 
 local LUAJIT = arg[-1] or "luajit"
-local BUILD = root .. "/bench/results/build"
-local JAVA_DIR = "/usr/share/java"
-local PEERS = root .. "/bench/peers"
 
 -- ---------------------------------------------------------------------------
 -- Options.
@@ -125,32 +123,9 @@ local function wall()
     return tonumber(tsbuf.tv_sec) + tonumber(tsbuf.tv_nsec) * 1e-9
 end
 
--- Runs a shell command: its output (stdout and stderr) and whether it
--- exited 0 (LuaJIT's popen close does not tell).
-local function sh(cmd)
-    local f = assert(io.popen("( " .. cmd .. " ) 2>&1; echo \"__rc=$?\""))
-    local out = f:read("*a")
-    f:close()
-    local rc = tonumber(out:match("__rc=(%d+)%s*$"))
-    return (out:gsub("__rc=%d+%s*$", "")), rc == 0
-end
-
-local function shquote(s)
-    return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function file_exists(p)
-    local f = io.open(p)
-    if f then
-        f:close()
-        return true
-    end
-    return false
-end
-
-local function trim(s)
-    return (tostring(s or ""):gsub("^%s+", ""):gsub("%s+$", ""))
-end
+local sh, shquote, file_exists, trim = peerlib.sh, peerlib.shquote, peerlib.file_exists,
+    peerlib.trim
+local python, loadavg = peerlib.python, peerlib.loadavg
 
 local function median(t)
     local s = {}
@@ -168,10 +143,6 @@ local function median(t)
         return s[(n + 1) / 2]
     end
     return (s[n / 2] + s[n / 2 + 1]) / 2
-end
-
-local function loadavg()
-    return trim((proc.read_file("/proc/loadavg") or ""):match("^(%S+ %S+ %S+)"))
 end
 
 local function log(fmt, ...)
@@ -223,106 +194,9 @@ local function json(v, indent)
 end
 
 -- ---------------------------------------------------------------------------
--- Libraries: how to build and run each peer.
+-- Libraries: how to build and run each peer (bench/peerlib.lua).
 
-local function python()
-    local p = os.getenv("BENCH_PYTHON")
-    if p and p ~= "" then
-        return p
-    end
-    -- Debian's python3 has python3-kazoo; a python3 earlier on PATH may not.
-    return file_exists("/usr/bin/python3") and "/usr/bin/python3" or "python3"
-end
-
-local CURATOR_JARS = { "curator-framework", "curator-recipes", "curator-client", "zookeeper",
-                       "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop" }
-
-local function curator_cp()
-    local cp = { BUILD .. "/java" }
-    for _, j in ipairs(CURATOR_JARS) do
-        cp[#cp + 1] = JAVA_DIR .. "/" .. j .. ".jar"
-    end
-    -- Guava 31 needs failureaccess for some classes; Debian ships it apart.
-    if file_exists(JAVA_DIR .. "/failureaccess.jar") then
-        cp[#cp + 1] = JAVA_DIR .. "/failureaccess.jar"
-    end
-    return table.concat(cp, ":")
-end
-
-local LIBS = {
-    {
-        key = "zkcoord", name = "zkcoord",
-        build = function()
-            if not file_exists(root .. "/lua/zkcoord/core.so") then
-                local out, ok = sh("bash " .. shquote(root .. "/scripts/build.sh"))
-                if not ok then
-                    return nil, "scripts/build.sh failed: " .. out
-                end
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { LUAJIT, PEERS .. "/zkcoord_bench.lua", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "raw", name = "raw C",
-        build = function()
-            local out, ok = sh(("mkdir -p %s && cc -O2 -Wall -o %s %s -lzookeeper_mt -lpthread")
-                :format(shquote(BUILD), shquote(BUILD .. "/raw_bench"),
-                        shquote(PEERS .. "/raw_bench.c")))
-            if not ok then
-                return nil, "cc failed (libzookeeper-mt-dev installed?): " .. out
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { BUILD .. "/raw_bench", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "kazoo", name = "kazoo",
-        build = function()
-            local out, ok = sh(shquote(python()) .. " -c 'import kazoo.client'")
-            if not ok then
-                return nil, "python3-kazoo is not installed (" .. trim(out) .. ")"
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            return { python(), PEERS .. "/kazoo_bench.py", scen, hosts, path, dur, extra }
-        end,
-    },
-    {
-        key = "curator", name = "Curator",
-        build = function()
-            for _, j in ipairs(CURATOR_JARS) do
-                if not file_exists(JAVA_DIR .. "/" .. j .. ".jar") then
-                    return nil, JAVA_DIR .. "/" .. j .. ".jar is missing "
-                        .. "(libcurator-recipes-java, libslf4j-java)"
-                end
-            end
-            local out, ok = sh(("mkdir -p %s && javac -nowarn -d %s -cp %s %s"):format(
-                shquote(BUILD .. "/java"), shquote(BUILD .. "/java"), shquote(curator_cp()),
-                shquote(PEERS .. "/CuratorBench.java")))
-            if not ok then
-                return nil, "javac failed (default-jdk-headless installed?): " .. out
-            end
-            return true
-        end,
-        argv = function(scen, hosts, path, dur, extra)
-            local a = { "java" }
-            for w in (os.getenv("BENCH_JAVA_OPTS") or ""):gmatch("%S+") do
-                a[#a + 1] = w
-            end
-            for _, x in ipairs({ "-cp", curator_cp(), "CuratorBench", scen, hosts, path, dur }) do
-                a[#a + 1] = x
-            end
-            a[#a + 1] = extra
-            return a
-        end,
-    },
-}
+local LIBS = peerlib.libs(root, LUAJIT)
 -- Does `row` run for library `key`? (row.only: a key, or a set of keys)
 local function row_has(row, key)
     if type(row.only) == "table" then
@@ -340,7 +214,10 @@ end
 -- Rows. `metrics` are the table lines a row yields.
 
 local ROWS = {
-    { key = "lock_uncontended", scenario = "lock_uncontended", procs = 1,
+    -- best = true: a row of the best-form table (one process: the same form
+    -- for every library, or N contenders in one process); the others form
+    -- the process-form table (a process per contender).
+    { key = "lock_uncontended", scenario = "lock_uncontended", procs = 1, best = true,
       metrics = {
           { key = "rate", label = "uncontended lock, acquire+release cycles/s", better = "higher",
             plot = "lock\\nuncontended" },
@@ -356,19 +233,29 @@ local ROWS = {
     { key = "rwlock_8", scenario = "rwlock", procs = 8, extra = "90",
       metrics = { { key = "rate", label = "rwlock, cycles/s, 8 processes at 90% reads",
                     better = "higher", plot = "rwlock\\n8 procs" } } },
-    -- The peers' best form for the locks: the same contenders as threads of
-    -- one process, each thread its own session (a Java shop runs 16 threads
-    -- of one JVM, not 16 JVMs on 2 cores). zkcoord's figure is its process
-    -- row's (zk_row): the ratio is zkcoord's process form against theirs.
+    -- Best form, N contenders in one process, a session each: the peers'
+    -- as threads of one JVM (one Python process), zkcoord's as coroutines
+    -- of one LuaJIT process, each its own zkcoord.connect, all driven by
+    -- one poll(2) over the sessions' fds (bench/pollwait.lua).
     { key = "lock_16_threads", scenario = "lock_threads", procs = 1, extra = "16",
-      only = { kazoo = true, curator = true }, zk_row = "lock_contended_16",
-      metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 threads in 1 process,"
-                                          .. " a session each (peers)", better = "higher" } } },
+      scenarios = { zkcoord = "lock_sessions" }, best = true,
+      only = { zkcoord = true, kazoo = true, curator = true },
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 contenders in 1 process,"
+                                          .. " a session each", better = "higher",
+                    plot = "lock\\n16 in 1 proc" } } },
+    -- zkcoord's 16 contenders as coroutines of ONE session (a lock's owner
+    -- is the coroutine: 16 nodes in line); ratio against the peers' row above.
+    { key = "lock_16_one_session", scenario = "lock_one_session", procs = 1, extra = "16",
+      only = "zkcoord", compare_with = "lock_16_threads", best = true,
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 coroutines on 1 session"
+                                          .. " (zkcoord)", better = "higher" } } },
     { key = "rwlock_8_threads", scenario = "rwlock_threads", procs = 1, extra = "8",
-      only = { kazoo = true, curator = true }, zk_row = "rwlock_8",
-      metrics = { { key = "rate", label = "rwlock, cycles/s, 8 threads in 1 process at 90% reads,"
-                                          .. " a session each (peers)", better = "higher" } } },
-    { key = "counter_1", scenario = "counter", procs = 1,
+      scenarios = { zkcoord = "rwlock_sessions" }, best = true,
+      only = { zkcoord = true, kazoo = true, curator = true },
+      metrics = { { key = "rate", label = "rwlock, cycles/s, 8 contenders in 1 process at 90% reads,"
+                                          .. " a session each", better = "higher",
+                    plot = "rwlock\\n8 in 1 proc" } } },
+    { key = "counter_1", scenario = "counter", procs = 1, best = true,
       metrics = {
           { key = "rate", label = "counter, increments/s, 1 process", better = "higher",
             plot = "counter\\n1 proc" },
@@ -405,17 +292,31 @@ local ROWS = {
           { key = "fairness", label = "counter fair = false, 16 processes: slowest process / mean",
             better = "higher" },
       } },
-    -- The peers' best form: 16 threads in one process (one session, a
-    -- recipe object per thread); fairness is the slowest thread over the
-    -- mean. zkcoord's figure is its 16-process row's (zk_row).
+    -- Best form of the counter, 16 contenders in one process on ONE
+    -- session, a recipe object each: the peers' threads, zkcoord's
+    -- coroutines (no combining: an object per coroutine). Fairness is the
+    -- slowest contender over the mean.
     { key = "counter_16_threads", scenario = "counter_threads", procs = 1, extra = "16",
-      only = { kazoo = true, curator = true }, zk_row = "counter_16",
+      scenarios = { zkcoord = "counter_one_session" }, best = true,
+      only = { zkcoord = true, kazoo = true, curator = true },
       metrics = {
-          { key = "rate", label = "counter, increments/s, 16 threads in 1 process (peers)",
-            better = "higher" },
-          { key = "cas_per_inc", label = "counter, 16 threads: failed CAS per increment",
+          { key = "rate", label = "counter, increments/s, 16 contenders in 1 process, 1 session",
+            better = "higher", plot = "counter\\n16 in 1 proc" },
+          { key = "cas_per_inc", label = "counter, 16 in 1 process: failed CAS per increment",
             better = "lower" },
-          { key = "fairness", label = "counter, 16 threads: slowest thread / mean",
+          { key = "fairness", label = "counter, 16 in 1 process: slowest contender / mean",
+            better = "higher" },
+      } },
+    -- zkcoord's 16 counter contenders as 16 sessions of one process (one
+    -- coroutine each, polled together); ratio against the peers' row above.
+    { key = "counter_16_sessions", scenario = "counter_sessions", procs = 1, extra = "16",
+      only = "zkcoord", compare_with = "counter_16_threads", best = true,
+      metrics = {
+          { key = "rate", label = "counter, increments/s, 16 sessions in 1 process (zkcoord)",
+            better = "higher" },
+          { key = "cas_per_inc", label = "counter, 16 sessions in 1 process: failed CAS per increment",
+            better = "lower" },
+          { key = "fairness", label = "counter, 16 sessions in 1 process: slowest session / mean",
             better = "higher" },
       } },
     -- Peers have no coroutines: the ratio is taken against their 16-process row.
@@ -439,7 +340,7 @@ local ROWS = {
           { key = "fairness", label = "counter fair = false, 4 x 32 coroutines: slowest process / mean",
             better = "higher" },
       } },
-    { key = "hold_rss", scenario = "hold", procs = 1,
+    { key = "hold_rss", scenario = "hold", procs = 1, best = true,
       metrics = { { key = "hwm_mb", label = "peak RSS, one session holding one lock (MB)",
                     better = "lower" } } },
 }
@@ -528,7 +429,8 @@ local function run_case(srv, lib, row, round)
     local dur = ("%g"):format(opts.duration)
     local warmup = row.scenario == "hold" and 0 or opts.warmup
     for i = 1, n do
-        local argv = lib.argv(row.scenario, srv.hosts, path, dur, row.extra)
+        local argv = lib.argv(row.scenarios and row.scenarios[lib.key] or row.scenario, srv.hosts,
+                              path, dur, row.extra)
         local pid, err = proc.spawn(argv, {
             stdout = dir .. "/out." .. i, stderr = dir .. "/err." .. i, owner = true, cwd = root,
             env = { BENCH_SYNC = dir, BENCH_ID = tostring(i), BENCH_WARMUP = ("%g"):format(warmup) },
@@ -629,6 +531,8 @@ end
 
 -- ---------------------------------------------------------------------------
 -- Main.
+
+local started_at = os.date("!%Y-%m-%d %H:%M")
 
 local function main()
     local t_start = proc.now()
@@ -767,7 +671,8 @@ local function value(results, row_key, lib_key, mk)
     return rl and rl.median and rl.median[mk]
 end
 
-local function make_table(active, results)
+--- The markdown table of the rows of one form: best (row.best) or process.
+local function make_table(active, results, best)
     local peers = {}
     for _, l in ipairs(active) do
         if l.key ~= "zkcoord" then
@@ -784,11 +689,15 @@ local function make_table(active, results)
     local lines = { "| " .. table.concat(head, " | ") .. " |",
                     "|" .. ("---|"):rep(#head) }
     local footnote = false
+    local any = false
     for _, row in ipairs(rows) do
-        local runs = false      -- a row none of the selected libraries runs is left out
+        local runs = (row.best == true) == best   -- a row none of the selected libraries runs is left out
+        local has = false
         for _, l in ipairs(active) do
-            runs = runs or row_has(row, l.key)
+            has = has or row_has(row, l.key)
         end
+        runs = runs and has
+        any = any or runs
         for _, m in ipairs(runs and row.metrics or {}) do
             local cells = { m.label, m.better }
             for _, l in ipairs(active) do
@@ -798,12 +707,12 @@ local function make_table(active, results)
                     cells[#cells + 1] = fmt_value(m.key, value(results, row.key, l.key, m.key))
                 end
             end
-            local z = value(results, row.zk_row or row.key, "zkcoord", m.key)
+            local z = value(results, row.key, "zkcoord", m.key)
             for _, p in ipairs(peers) do
                 local base_row = row.compare_with or row.key
                 local pv = value(results, base_row, p.key, m.key)
-                local mark = (row.compare_with or row.zk_row) and "†" or ""
-                if row.compare_with or row.zk_row then
+                local mark = row.compare_with and "†" or ""
+                if row.compare_with then
                     footnote = true
                 end
                 if z and pv and pv > 0 then
@@ -815,11 +724,14 @@ local function make_table(active, results)
             lines[#lines + 1] = "| " .. table.concat(cells, " | ") .. " |"
         end
     end
+    if not any then
+        return nil
+    end
     local text = table.concat(lines, "\n")
     if footnote then
-        text = text .. "\n\n† A ratio across rows: zkcoord's coroutine and fair = false rows against"
-            .. " the peer's 16-process counter row; the peers' thread rows against zkcoord's"
-            .. " process row of the same recipe and contenders (the counter's: fair = true)."
+        text = text .. "\n\n† A ratio across rows: " .. (best
+            and "zkcoord's row against the peers' row above it (same contenders in one process)."
+            or "zkcoord's coroutine and fair = false rows against the peer's 16-process counter row.")
     end
     return text
 end
@@ -846,7 +758,7 @@ local function machine_facts()
     end
     return {
         cpu = cpu, nproc = tonumber(nproc) or nproc, kernel = kernel,
-        date = os.date("!%Y-%m-%d %H:%M UTC"),
+        date = started_at .. "-" .. os.date("!%H:%M UTC"),
         java = java, kazoo = kz, luajit = lj,
         curator = pkg_version("libcurator-framework-java"),
         zookeeper_server = pkg_version("libzookeeper-java"),
@@ -855,6 +767,8 @@ local function machine_facts()
 end
 
 local PLOT_LIBS = { zkcoord = 1, raw = 2, kazoo = 3, curator = 4 }
+
+local results_all     -- every run's figures, for load_range()
 
 local function make_plot(active, results, png)
     local _, have = sh("command -v gnuplot")
@@ -925,6 +839,23 @@ local function make_plot(active, results, png)
     return true
 end
 
+-- The lowest and highest 1-minute load average seen after a run (the
+-- machine may be shared: what the rounds ran beside).
+local function load_range()
+    local lo, hi = math.huge, -math.huge
+    for _, byrow in pairs(results_all or {}) do
+        for _, rl in pairs(byrow) do
+            for _, m in ipairs(rl.runs or {}) do
+                local l = tonumber(tostring(m.load or ""):match("^(%S+)"))
+                if l then
+                    lo, hi = math.min(lo, l), math.max(hi, l)
+                end
+            end
+        end
+    end
+    return lo <= hi and ("%.1f to %.1f"):format(lo, hi) or "?"
+end
+
 local function write_doc(table_md, facts, load_before, load_after, secs, errors, plotted)
     local doc = root .. "/docs/PERFORMANCE.md"
     local text = proc.read_file(doc) or "# Performance\n"
@@ -945,8 +876,9 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
         "`bench/results/latest.json`).",
         "",
         ("Measured %s on %s, %s cores (nproc), Linux %s. Load average (1, 5, 15 min) before the"
-         .. " run: %s; after: %s. The run took %.0f s."):format(facts.date, facts.cpu,
-            tostring(facts.nproc), facts.kernel, load_before, load_after, secs),
+         .. " run: %s; after: %s; the 1-minute figure after each run ranged %s. The run took %.0f s.")
+            :format(facts.date, facts.cpu, tostring(facts.nproc), facts.kernel, load_before,
+                    load_after, load_range(), secs),
         ("Software: ZooKeeper server %s (Debian, full JIT); zkcoord on libzookeeper_mt %s and %s;"
          .. " raw C on the same libzookeeper_mt; kazoo %s (Python %s); Curator %s on %s.")
             :format(facts.zookeeper_server, facts.libzookeeper, facts.luajit,
@@ -1011,12 +943,23 @@ local function write_doc(table_md, facts, load_before, load_after, secs, errors,
             .. " saturating loop one process can do nearly all increments; an add that keeps"
             .. " losing gives up with \"timeout\" after `max_tries` (100, about 25 s of backoff)."
             .. " The default (`fair = true`) serves the adds in line order. Raw C reads before"
-            .. " every write: fair, at about 7 failed compare-and-sets per increment. The peers'"
-            .. " 16-thread counter row: 16 threads in one process, one session, a recipe object"
-            .. " per thread; fairness is the slowest thread over the mean thread. The peers'"
-            .. " thread rows for the locks: the process rows' contenders as threads of one"
-            .. " process (one JVM, one Python process), each thread its own session; their"
-            .. " ratio is zkcoord's process row against them.",
+            .. " every write: fair, at about 7 failed compare-and-sets per increment.",
+        "- Topology of the best-form rows (\"in 1 process\"): the lock and rwlock rows run N"
+            .. " contenders in one process, each its own session: Curator as N threads of one JVM"
+            .. " (an `InterProcessMutex` / `InterProcessReadWriteLock` per thread on its own"
+            .. " `CuratorFramework`), kazoo as N threads of one Python process (a `KazooClient`"
+            .. " each), zkcoord as N coroutines of one LuaJIT process, each its own"
+            .. " `zkcoord.connect`. One thread drives all N zkcoord sessions: the default"
+            .. " (blocking) waiter sleeps on one client's condition variable, so the bench gives"
+            .. " the N clients a custom waiter (`bench/pollwait.lua`, `wait = ...` in connect)"
+            .. " that waits on every client's `fd()` in one poll(2) and calls `process()` on the"
+            .. " readable ones. The counter row runs 16 contenders on ONE session, a recipe object"
+            .. " each (kazoo's and Curator's threads share their process's client; zkcoord's"
+            .. " coroutines, `client:spawn`, a counter object each, so no combining); fairness is"
+            .. " the slowest contender over the mean. zkcoord-only rows beside them: 16 lock"
+            .. " contenders as coroutines of one session (a lock's owner is the coroutine, so 16"
+            .. " nodes in line, as 16 sessions would have), and the counter on 16 sessions of one"
+            .. " process. The process-form rows run a process per contender, one session each.",
     }) do
         section[#section + 1] = l
     end
@@ -1042,8 +985,12 @@ end
 
 
 local active, results, errors, load_before, secs = main()
+results_all = results
 local load_after = loadavg()
-local table_md = make_table(active, results)
+local best_md, proc_md = make_table(active, results, true), make_table(active, results, false)
+local table_md = table.concat({ best_md and ("Best form (one process):\n\n" .. best_md) or nil,
+                                proc_md and ("Process form (a process per contender):\n\n" .. proc_md)
+                                or nil }, "\n\n")
 print(table_md)
 print(("\n(medians of %d round(s), %gs per run, %gs warm-up; load average before %s, after %s)")
       :format(opts.rounds, opts.duration, opts.warmup, load_before, load_after))

@@ -11,6 +11,24 @@ environment contract: see bench/run.lua. counter_threads: EXTRA threads
 (default 16) of this one process, each with its own Counter on the one
 client (kazoo's best form: one session per process); thread_min= the fewest
 increments of a thread.
+
+Scale curves for bench/scale.lua (SCENARIO HOSTS PATH SECONDS EXTRA; SECONDS
+bounds each wait, and what did not finish in it is reported):
+  scale_lock     EXTRA = "W,S": W threads of this process contend for one
+                 Lock at PATH, spread over S sessions (thread k on session
+                 k mod S). Once the line has formed (W nodes under the
+                 lock) and 0.5 s more, SECONDS are measured: handoffs/s and
+                 the handoff latency (the holder's release call to the next
+                 grant, on this process's clock).
+  scale_locks    EXTRA = N: one session takes N Locks on PATH/l<k> (16
+                 threads acquiring in turn), then its session is expired:
+                 Python memory per held lock (tracemalloc) and the time
+                 from the expiry to the client's LOST state.
+  scale_watches  EXTRA = N: a DataWatch on each of the N nodes
+                 PATH/n1..nN (the driver made them): memory per watch,
+                 delivery latency of a change set by a second session, and
+                 the time after an expiry until the server holds as many
+                 watches as before (the four-letter word wchs).
 """
 import faulthandler
 import logging
@@ -23,10 +41,11 @@ import threading
 import time
 
 import kazoo.version
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 from kazoo.recipe.counter import Counter
 from kazoo.recipe.lock import Lock, ReadLock, WriteLock
+from kazoo.recipe.watchers import DataWatch
 from kazoo.retry import ForceRetryError
 
 
@@ -113,10 +132,217 @@ def pct(lat, p):
     return lat[int(p * (len(lat) - 1) + 0.5)] * 1000.0
 
 
+# ---------------------------------------------------------------------------
+# Scale curves (bench/scale.lua).
+
+def new_client(hosts, timeout=10.0):
+    c = KazooClient(hosts=hosts, timeout=timeout)
+    c.start(timeout=30)
+    return c
+
+
+def expire(hosts, zk, lost=None):
+    """Expires zk's session: a second handle joins it and closes it. The
+    client may win its session back meanwhile (the close then fails), so
+    again until it has lost it (`lost`: a dict whose "at" is set then) or
+    has another session. Returns the time the close that took effect was
+    sent (the server may tell zk before it answers it)."""
+    sid = zk.client_id
+    t = time.monotonic()
+    for _ in range(10):
+        other = KazooClient(hosts=hosts, client_id=sid, timeout=zk._session_timeout / 1000.0)
+        other.start(timeout=30)
+        t = time.monotonic()
+        other.stop()
+        other.close()
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < 2 and zk.client_id == sid and not (lost and lost["at"]):
+            time.sleep(0.005)
+        if zk.client_id != sid or (lost and lost["at"]):
+            break
+    return t
+
+
+def server_watches(zk):
+    m = re.search(r"Total watches:(\d+)", zk.command(b"wchs"))
+    return int(m.group(1)) if m else -1
+
+
+LINE = 90    # scale_lock: the longest wait for the line to form
+
+
+def scale_lock(hosts, path, seconds, w, s):
+    t0 = time.monotonic()
+    clients = [new_client(hosts) for _ in range(s)]
+    st = {"last": -1.0, "grants": 0, "begin": float("inf"), "end": float("inf")}
+    lat = []
+
+    def work(k):
+        lock = Lock(clients[k % s], path)
+        while time.monotonic() < st["end"]:
+            if not lock.acquire(timeout=seconds + 60):
+                continue
+            ta = time.monotonic()
+            lr = st["last"]
+            if st["begin"] <= ta <= st["end"]:
+                st["grants"] += 1
+                if lr >= st["begin"]:
+                    lat.append(ta - lr)
+            st["last"] = time.monotonic()
+            lock.release()
+
+    for k in range(w):
+        t = threading.Thread(target=work, args=(k,), daemon=True)
+        t.start()
+    setup = time.monotonic() - t0
+    # The window opens once the line has formed (W nodes under the lock:
+    # the first burst of W creates and listings is over), at most LINE s.
+    line = -1
+    while time.monotonic() - t0 < LINE:
+        stat = clients[0].exists(path)
+        if stat is not None and stat.numChildren >= w:
+            line = time.monotonic() - t0
+            break
+        time.sleep(0.02)
+    st["begin"] = time.monotonic() + 0.5
+    st["end"] = st["begin"] + seconds
+    while time.monotonic() < st["end"] + 0.05:
+        time.sleep(0.02)
+    g = st["grants"]
+    lat.sort()
+    print("grants=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f setup_s=%.2f line_s=%.2f"
+          " sessions=%d threads=%d rss_kb=%d" % (g, seconds, g / seconds, pct(lat, 0.5),
+                                                 pct(lat, 0.99), setup, line, s, w, rss()[0]))
+    sys.stdout.flush()
+    os._exit(0)       # waiting threads are abandoned; their sessions expire
+
+
+def scale_locks(hosts, path, bound, n):
+    import tracemalloc
+    zk = new_client(hosts)
+    zk.ensure_path(path)
+    lost = {"at": None}
+
+    def listener(state):
+        if state == KazooState.LOST and lost["at"] is None:
+            lost["at"] = time.monotonic()
+
+    zk.add_listener(listener)
+    rss0 = rss()[0]
+    tracemalloc.start()
+    heap0 = tracemalloc.get_traced_memory()[0]
+    locks = [None] * n
+    workers = 16
+    t0 = time.monotonic()
+    deadline = t0 + bound
+
+    def work(first):
+        for k in range(first, n, workers):
+            if time.monotonic() > deadline:
+                return
+            lk = Lock(zk, "%s/l%d" % (path, k))
+            try:
+                if lk.acquire(timeout=60):
+                    locks[k] = lk
+            except Exception:  # counted as not held
+                pass
+
+    ts = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(max(0.1, deadline - time.monotonic() + 60))
+    took = time.monotonic() - t0
+    held = sum(1 for lk in locks if lk is not None)
+    heap1 = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    rss1 = rss()[0]
+    te = expire(hosts, zk, lost)
+    while lost["at"] is None and time.monotonic() - te < bound:
+        time.sleep(0.005)
+    print("held=%d of=%d acquire_s=%.2f rate=%.1f heap_per_lock=%.0f rss_per_lock=%.0f lost_s=%.3f"
+          " workers=%d" % (held, n, took, held / took, (heap1 - heap0) / max(1, held),
+                           (rss1 - rss0) * 1024.0 / max(1, held),
+                           -1 if lost["at"] is None else lost["at"] - te, workers))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def scale_watches(hosts, path, bound, n):
+    import tracemalloc
+    zk = new_client(hosts, 4.0)
+    wr = new_client(hosts)
+    base = server_watches(wr)
+    seen = [None] * (n + 1)
+    rss0 = rss()[0]
+    tracemalloc.start()
+    heap0 = tracemalloc.get_traced_memory()[0]
+    watches = []
+    t0 = time.monotonic()
+    for k in range(1, n + 1):
+        if time.monotonic() - t0 > bound:
+            break
+
+        def fn(data, stat, key=k):
+            seen[key] = data
+
+        watches.append(DataWatch(zk, "%s/n%d" % (path, k), fn))
+    arm = time.monotonic() - t0
+    heap1 = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    rss1 = rss()[0]
+    if len(watches) < n:
+        print("dnf=arm armed=%d of=%d secs=%.1f" % (len(watches), n, arm))
+        sys.stdout.flush()
+        os._exit(0)
+    rng = random.Random(42)
+    lat = []
+    for i in range(200):
+        k = 1 + rng.randrange(n)
+        v = ("v%d" % i).encode()
+        t = time.monotonic()
+        wr.set("%s/n%d" % (path, k), v)
+        while seen[k] != v and time.monotonic() - t < 5:
+            time.sleep(0.0001)
+        lat.append(time.monotonic() - t)
+    lat.sort()
+    w0 = server_watches(wr)
+    te = expire(hosts, zk)
+    # expire() returned once the client had a new session: the old one's
+    # watches are gone from the server, so count until all are back
+    w = server_watches(wr)
+    while w < w0 and time.monotonic() - te < bound:
+        time.sleep(0.01)
+        w = server_watches(wr)
+    rearm = time.monotonic() - te if w >= w0 else -1
+    print("watches=%d arm_s=%.2f heap_per_watch=%.0f rss_per_watch=%.0f p50_ms=%.3f p99_ms=%.3f"
+          " rearm_s=%.3f server_watches=%d base=%d" % (
+              n, arm, (heap1 - heap0) / n, (rss1 - rss0) * 1024.0 / n, pct(lat, 0.5),
+              pct(lat, 0.99), rearm, w0, base))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def scale(argv):
+    scen, hosts, path, secs = argv[1], argv[2], argv[3], float(argv[4])
+    extra = argv[5] if len(argv) > 5 else ""
+    logging.basicConfig(level=logging.CRITICAL)
+    if scen == "scale_lock":
+        w, s = (int(x) for x in extra.split(","))
+        scale_lock(hosts, path, secs, w, s)
+    elif scen == "scale_locks":
+        scale_locks(hosts, path, secs, int(extra))
+    else:
+        scale_watches(hosts, path, secs, int(extra))
+    return 0
+
+
 def main():
     if len(sys.argv) < 5:
         sys.stderr.write("usage: kazoo_bench.py SCENARIO HOSTS PATH DURATION_S [EXTRA]\n")
         return 2
+    if sys.argv[1].startswith("scale_"):
+        return scale(sys.argv)
     scen, hosts, path, duration = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
     extra = sys.argv[5] if len(sys.argv) > 5 else None
     if scen not in ("lock_uncontended", "lock_contended", "rwlock", "counter", "hold",

@@ -13,8 +13,25 @@
 -- queue and the next write carries their sum (the counter's combining).
 -- counter_fast and counter_coroutines_fast: the same with the counter's
 -- fair = false (the last winner writes again at once).
+--
+-- zkcoord's best form for N contenders in one process:
+-- lock_sessions, rwlock_sessions, counter_sessions: EXTRA (default 16)
+-- sessions in this one process, each its own zkcoord.connect with one
+-- coroutine looping on its own recipe object (the process rows'
+-- topology, with coroutines for processes). The default waiter serves one
+-- client per thread, so these clients share bench/pollwait.lua: a custom
+-- waiter that polls every client's fd in one poll(2).
+-- lock_one_session, rwlock_one_session, counter_one_session: EXTRA
+-- coroutines on ONE session (client:spawn, client:run), a recipe object
+-- each (the peers' thread rows with one session). A lock's owner is the
+-- running coroutine, so each coroutine has its own node and they contend
+-- as separate owners would; a counter object per coroutine means no
+-- combining of adds (that is counter_coroutines).
+-- These print threads= (sessions or coroutines) and thread_min= (the
+-- fewest cycles of one of them).
 local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
-package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/bench/?.lua;"
+    .. package.path
 package.cpath = root .. "/lua/?.so;" .. package.cpath
 
 local ffi = require "ffi"
@@ -36,7 +53,10 @@ end
 
 local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = true,
                     counter = true, counter_coroutines = true, hold = true,
-                    counter_fast = true, counter_coroutines_fast = true }
+                    counter_fast = true, counter_coroutines_fast = true,
+                    lock_sessions = true, rwlock_sessions = true, counter_sessions = true,
+                    lock_one_session = true, rwlock_one_session = true,
+                    counter_one_session = true }
 
 local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
 if not (scen and hosts and path and duration) then
@@ -47,9 +67,18 @@ if not SCENARIOS[scen] then
     print("error=unsupported_scenario")
     os.exit(3)
 end
+local recipe = scen:match("^(%a+)")          -- lock, rwlock, counter
 local read_pct = scen == "rwlock" and tonumber(extra) or 90
 local coroutines = scen:match("^counter_coroutines") ~= nil
 local ncoroutines = coroutines and tonumber(extra) or 32
+-- in-process forms: sessions x coroutines per session
+local nsessions, per_session = 1, 1
+if scen:match("_sessions$") then
+    nsessions = tonumber(extra) or 16
+elseif scen:match("_one_session$") then
+    per_session = tonumber(extra) or 16
+end
+local inproc = nsessions > 1 or per_session > 1
 -- counter_fast, counter_coroutines_fast: the counter with fair = false
 local counter_opts = { fair = scen:match("_fast$") == nil }
 local warmup = tonumber(os.getenv("BENCH_WARMUP") or "0.5")
@@ -130,9 +159,10 @@ local counter_objs = {}
 
 
 -- One cycle of the scenario on the given objects; returns true when done.
-local function make_cycle(p)
-    if scen:match("^counter") then
-        local ctr = c:counter(p, counter_opts)
+local function make_cycle(p, cl)
+    cl = cl or c
+    if recipe == "counter" then
+        local ctr = cl:counter(p, counter_opts)
         counter_objs[#counter_objs + 1] = ctr
         return function()
             local v, err, detail = ctr:add(1)
@@ -140,8 +170,8 @@ local function make_cycle(p)
                 die("add", tostring(err) .. (detail and (":" .. tostring(detail):gsub("%s", "_")) or ""))
             end
         end
-    elseif scen == "rwlock" then
-        local rw = c:rwlock(p)
+    elseif recipe == "rwlock" then
+        local rw = cl:rwlock(p)
         local r, w = rw:read_lock(), rw:write_lock()
         return function()
             local l
@@ -157,7 +187,7 @@ local function make_cycle(p)
             l:release()        -- the critical section is empty
         end
     else
-        local lock = c:lock(p)
+        local lock = cl:lock(p)
         return function()
             local ok, err = lock:acquire(ACQUIRE_TIMEOUT)
             if not ok then
@@ -205,7 +235,59 @@ local function loop_coroutines(cycle, end_t, measure, n)
 end
 
 
+-- The in-process forms: nsessions sessions (on one poll scheduler) or one
+-- session with per_session coroutines; each contender counts its own cycles.
+local sessions, sched = { c }, nil
+local contender_ops = {}
+if nsessions > 1 then
+    sched = require("pollwait").new()
+    sessions = {}
+    for k = 1, nsessions do
+        local ck, kerr = zkcoord.connect { servers = hosts, session_timeout = 10,
+                                           connect_timeout = 30, wait = sched:wait_option() }
+        if not ck then
+            die("connect", kerr)
+        end
+        sessions[k] = ck
+    end
+end
+
+local function run_inproc(p, end_t, measure)
+    local ops, k = 0, 0
+    contender_ops = {}
+    for _, cl in ipairs(sessions) do
+        for _ = 1, per_session do
+            local cycle = make_cycle(p, cl)     -- a recipe object per contender
+            k = k + 1
+            local me = k
+            contender_ops[me] = 0
+            local function body()
+                local mine = loop(cycle, end_t, measure)
+                contender_ops[me] = mine
+                ops = ops + mine
+            end
+            if sched then
+                sched:spawn(body)
+            else
+                cl:spawn(body)
+            end
+        end
+    end
+    local done = (sched or c):run(end_t - now() + 60)
+    if sched and #sched.errors > 0 then
+        die("coroutine", sched.errors[1]:gsub("%s+", "_"))
+    end
+    if not done then
+        die("contenders", "still running 60 s after the end")
+    end
+    return ops
+end
+
+
 local function run(p, end_t, measure)
+    if inproc then
+        return run_inproc(p, end_t, measure)
+    end
     local cycle = make_cycle(p)
     if coroutines then
         return loop_coroutines(cycle, end_t, measure, ncoroutines)
@@ -214,7 +296,7 @@ local function run(p, end_t, measure)
 end
 
 
-local ok, err = c:create(path, scen:match("^counter") and "0" or nil)
+local ok, err = c:create(path, recipe == "counter" and "0" or nil)
 if not ok and err ~= "nodeexists" then
     die("create", err)
 end
@@ -237,7 +319,7 @@ local function pct(p)
 end
 local parts = { ("ops=%d secs=%.3f rate=%.1f p50_ms=%.3f p99_ms=%.3f"):format(
     ops, t1 - t0, ops / (t1 - t0), pct(0.5), pct(0.99)) }
-if scen:match("^counter") then
+if recipe == "counter" then
     local failed = 0
     for _, ctr in ipairs(counter_objs) do
         failed = failed + ctr:stats().cas_failures
@@ -247,11 +329,22 @@ end
 if coroutines then
     parts[#parts + 1] = ("coroutines=%d waiter=%s"):format(ncoroutines, waiter.name or "?")
 end
-if scen == "rwlock" then
+if recipe == "rwlock" then
     parts[#parts + 1] = ("reads=%d writes=%d"):format(reads, writes)
+end
+if inproc then
+    local fewest = math.huge
+    for _, n in ipairs(contender_ops) do
+        fewest = math.min(fewest, n)
+    end
+    parts[#parts + 1] = ("threads=%d thread_min=%d sessions=%d"):format(#contender_ops, fewest,
+                                                                       #sessions)
 end
 parts[#parts + 1] = ("rss_kb=%d hwm_kb=%d"):format(rss())
 print(table.concat(parts, " "))
 io.stdout:flush()
+for _, cl in ipairs(sessions) do
+    cl:close()
+end
 c:close()
 os.exit(0)
