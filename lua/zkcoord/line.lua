@@ -64,7 +64,7 @@
 --
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
--- line/node.lua (our own node). zkcoord.queue is this module's old name.
+-- line/node.lua (our own node). zkcoord.queue is an alias of this module.
 -- NOTE: enter() and _decide() stay in this file: an argument error raised
 -- inside a rule (a rule maker passed uncalled) climbs through them, and
 -- client.raise passes over frames of zkcoord/<name>.lua and zkcoord/wait/
@@ -100,7 +100,7 @@ local check_self = util.self_checker(mt, "line position", "q")
 --- The verdict "wait until the line changes" (rules.ANY).
 _M.ANY = ANY
 
---- The rules (zkcoord.line.rules), and their old names.
+--- The rules (zkcoord.line.rules), also under the rule_<name> aliases.
 _M.rules = rules
 _M.rule_first = rules.first
 _M.rule_always = rules.always
