@@ -195,13 +195,13 @@ describe("argument checks #zk", function()
             local q = queue.new(c, "/q", q_opts())
             for _, name in ipairs({ "enter", "leave", "entries", "participants", "is_through",
                                     "node", "seq", "stat", "on_lost", "parse", "watch_line" }) do
-                local msg = ("'%s' must be called on a queue position (use q:%s(...))")
+                local msg = ("'%s' must be called on a line position (use q:%s(...))")
                     :format(name, name)
                 for _, bad in ipairs(wrong_selves({ c, c:lock("/lk") })) do
                     assert.has_error(function() q[name](bad) end, msg)
                 end
             end
-            raises_here("'enter' must be called on a queue position (use q:enter(...))",
+            raises_here("'enter' must be called on a line position (use q:enter(...))",
                         function() local _ = q.enter(5, 1) end)
         end)
 
@@ -231,12 +231,12 @@ describe("argument checks #zk", function()
 
         it("new checks the client, markers and the other options", function()
             local function bad(msg, client, opts)
-                raises_here("bad argument #3 to 'queue.new' (" .. msg .. ")",
+                raises_here("bad argument #3 to 'line.new' (" .. msg .. ")",
                             function() local _ = queue.new(client or c, "/q", opts) end)
             end
-            raises_here("bad argument #1 to 'queue.new' (zkcoord client expected, got number)",
+            raises_here("bad argument #1 to 'line.new' (zkcoord client expected, got number)",
                         function() local _ = queue.new(5, "/q", q_opts()) end)
-            raises_here("bad argument #1 to 'queue.new' (zkcoord client expected, got table)",
+            raises_here("bad argument #1 to 'line.new' (zkcoord client expected, got table)",
                         function() local _ = queue.new({}, "/q", q_opts()) end)
             bad("opts must be a table with a marker and a rule function, got nil", c, nil)
             local marker_msg = "marker must be a non-empty string without '/' or control characters"
@@ -270,8 +270,8 @@ describe("argument checks #zk", function()
 
         it("a rule's bad verdict raises in 'enter', shows it, and leaves no node", function()
             local function verdict_msg(what)
-                return "bad rule verdict in 'enter' (the rule of the queue at /q returned " .. what
-                       .. ": a rule returns true, queue.ANY or one of the entries it was given)"
+                return "bad rule verdict in 'enter' (the rule of the line at /q returned " .. what
+                       .. ": a rule returns true, line.ANY or one of the entries it was given)"
             end
             local q = queue.new(c, "/q", q_opts({ rule = function() return "junk" end }))
             raises_here(verdict_msg('the string "junk"'), function() local _ = q:enter(1) end)
@@ -289,7 +289,7 @@ describe("argument checks #zk", function()
                            err, 1, true)
             -- our own entry: waiting on it would never end
             q = queue.new(c, "/q", q_opts({ rule = function(entries, me) return entries[me] end }))
-            raises_here("bad rule verdict in 'enter' (the rule of the queue at /q returned our "
+            raises_here("bad rule verdict in 'enter' (the rule of the line at /q returned our "
                         .. "own entry: waiting on it would never end)",
                         function() local _ = q:enter(1) end)
             c:sync("/q")
@@ -299,10 +299,10 @@ describe("argument checks #zk", function()
         it("a rule maker passed uncalled raises with a hint; a rule that raises leaves no node",
            function()
             local q = queue.new(c, "/q", q_opts({ rule = queue.rule_fewer_than }))
-            raises_here("bad argument #1 to 'queue.rule_fewer_than' (n must be an integer >= 1, "
-                        .. "got a table: pass queue.rule_fewer_than(n) as the rule, not "
-                        .. "queue.rule_fewer_than)", function() local _ = q:enter(1) end)
-            raises_here("bad argument #1 to 'queue.rule_fewer_than' (n must be an integer >= 1, "
+            raises_here("bad argument #1 to 'rules.fewer_than' (n must be an integer >= 1, "
+                        .. "got a table: pass rules.fewer_than(n) as the rule, not "
+                        .. "rules.fewer_than)", function() local _ = q:enter(1) end)
+            raises_here("bad argument #1 to 'rules.fewer_than' (n must be an integer >= 1, "
                         .. "got 0)", function() local _ = queue.rule_fewer_than(0) end)
             q = queue.new(c, "/q", q_opts({ rule = function() error("rule bug", 0) end }))
             assert.has_error(function() q:enter(1) end, "rule bug")

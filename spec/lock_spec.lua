@@ -168,12 +168,36 @@ describe("lock #zk", function()
         -- was still up (the session was closed under us), else "sessionexpired"
         assert.truthy(reasons[1] == "sessionexpired" or reasons[1] == "deleted", reasons[1])
         assert.equal(1, #reasons)
+        assert.same({ nil, "lost" }, { lock:release() })
         assert.same({ nil, "notheld" }, { lock:release() })
         -- another client can take it; a new grant has a higher token
         local other = zk.client { chroot = root }:lock("/l")
         assert.is_true(other:acquire(5))
         assert.is_true(other:token() > token)
         other:release()
+    end)
+
+    it("the first release after a lost session says lost, with or without on_lost", function()
+        for _, listen in ipairs({ false, true }) do
+            local lock = c:lock("/l")
+            local reasons = {}
+            if listen then
+                lock:on_lost(function(reason) reasons[#reasons + 1] = reason end)
+            end
+            assert.is_true(lock:acquire(1))
+            assert.truthy(zk.expire_session(c))
+            assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+            if listen then
+                assert.truthy(zk.wait_until(function() return #reasons > 0 end, 5, c))
+            end
+            assert.is_false(lock:held())
+            assert.same({ nil, "lost" }, { lock:release() }, listen and "with on_lost" or "without")
+            assert.same({ nil, "notheld" }, { lock:release() })
+            -- the owner can take it again, and then holds it as usual
+            assert.is_true(lock:acquire(5))
+            assert.is_true(lock:release())
+            assert.same({ nil, "notheld" }, { lock:release() })
+        end
     end)
 
     it("reports a deleted lock node through on_lost", function()

@@ -351,6 +351,7 @@ describe("rwlock #zk", function()
         assert.same({ "read sessionexpired", "write sessionexpired" }, lost)
         assert.is_false(w:held())
         assert.is_false(r:held())
+        assert.same({ nil, "lost" }, { w:release() })
         assert.same({ nil, "notheld" }, { w:release() })
         -- the nodes went with the session: someone else gets the write lock
         assert.is_true(c2:rwlock("/rw"):write_lock():acquire(5))

@@ -29,36 +29,22 @@
 -- Election returns from run(); we leave the choice to the caller).
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
-local core = require "zkcoord.core"
+local util = require "zkcoord.util"
 
-local now = core.now
-local type, error, pairs, ipairs, tostring, setmetatable = type, error, pairs, ipairs,
-    tostring, setmetatable
-local getmetatable, xpcall = getmetatable, require("zkcoord.compat").xpcall
-local traceback = debug.traceback
-local min = math.min
+local type, setmetatable = type, setmetatable
+local remaining, argerror, call_all = util.remaining, util.argerror, util.call_all
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-local OPT_KEYS = { id = true }
+local check_self = util.self_checker(mt, "election", "e")
+
+local OPT_KEYS = { "id" }
 local DRIVER = line.driver { marker = "latch-", rule = rules.first }
 
 
-local default_id = require("zkcoord.util").default_id
-_M.default_id = default_id
-
-
--- Calls user callbacks so that one that throws neither stops the others
--- nor the recipe; the error goes to the client's logger.
-local function call_all(client, fns, ...)
-    for _, fn in ipairs(fns) do
-        local ok, err = xpcall(fn, traceback, ...)
-        if not ok then
-            client:log("error", "election callback failed: " .. tostring(err))
-        end
-    end
-end
+--- "<hostname>:<pid>", the default id of a candidate (util.default_id).
+_M.default_id = util.default_id
 
 
 ---@class zkcoord.election_opts
@@ -69,34 +55,19 @@ end
 ---@param path string
 ---@param opts zkcoord.election_opts?
 function _M.new(client, path, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #2 to 'election' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #2 to 'election' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "election", 2)
     if opts.id ~= nil and type(opts.id) ~= "string" then
-        error("bad argument #2 to 'election' (id must be a string)", 2)
+        argerror(2, "election", "id must be a string")
     end
     client.check_path(path, "election", 1)
     return setmetatable({
         client = client,
         path = path,
-        id = opts.id or default_id(),
+        id = opts.id or util.default_id(),
         _q = nil,             -- our line position while campaigning or leading
         _elected_fns = {},
         _revoked_fns = {},
     }, mt)
-end
-
-
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on an election (use e:%s())"):format(name, name), 3)
-    end
 end
 
 
@@ -116,14 +87,12 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:campaign(timeout)
     check_self(self, "campaign")
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #1 to 'campaign' (timeout must be nil or a number >= 0)", 2)
-    end
+    util.check_timeout(timeout, "campaign", 1)
     if self:is_leader() then
         return true
     end
     local client = self.client
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     if self._q then
         -- Leadership lost (session) and not reported yet: report it now,
         -- so that a late report cannot hit the new campaign.
@@ -134,36 +103,33 @@ function _M:campaign(timeout)
     end
     local q = line.new(client, self.path, DRIVER, self.id)
     self._q = q
-    local tries = 0
-    while true do
-        tries = tries + 1
-        local left = deadline and deadline - now()
-        if left and left < 0 then left = 0 end
-        local ok, err = q:enter(left)
+    local won = false
+    -- Our node is not ours only when the session changed between the
+    -- create and the look: join again, a bounded number of times.
+    for _ = 1, util.MAX_RACES do
+        local ok, err = q:enter(remaining(deadline))
         if not ok then
             if self._q == q then self._q = nil end
             return nil, err
         end
-        local mine, oerr = owned(client, q:node())
+        local mine, oerr = util.retry(client, deadline, util.UNTIL_DEADLINE, owned, client,
+                                      q:node())
         if mine then
+            won = true
             break
         end
-        -- Not ours (an older session's node) or unknown: drop it and queue
-        -- again. Bounded by the deadline, and by a pause between tries.
         q:leave()
-        if mine == nil and client:state() == "closed" then
+        if mine == nil then    -- could not look: closed, timeout, or a lasting error
             self._q = nil
-            return nil, "closed"
+            return nil, oerr
         end
-        left = deadline and deadline - now()
-        if (left and left <= 0) or tries >= 100 then
-            self._q = nil
-            return nil, left and "timeout" or (oerr or "invalid")
-        end
-        client:waiter():sleep(min(0.05 * tries, 1, left or 1))
+    end
+    if not won then
+        self._q = nil
+        return nil, deadline and "timeout" or "invalid"
     end
     self:_supervise(q)
-    call_all(client, self._elected_fns)
+    call_all(client, self._elected_fns, "election on_elected")
     return true
 end
 
@@ -180,7 +146,7 @@ function _M:_supervise(q)
         if self._q == q then
             self._q = nil
         end
-        call_all(client, self._revoked_fns, reason)
+        call_all(client, self._revoked_fns, "election on_revoked", reason)
     end
     self._revoke_q = q
     self._revoke = revoke
@@ -228,7 +194,7 @@ function _M:leader()
     local client = self.client
     local probe = line.new(client, self.path, DRIVER)
     -- The first node may go between the list and the read: look again (bounded).
-    for _ = 1, 5 do
+    for _ = 1, util.MAX_RACES do
         local entries, err = probe:entries()
         if not entries then
             return nil, err
@@ -259,7 +225,7 @@ end
 function _M:on_elected(fn)
     check_self(self, "on_elected")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_elected' (function expected)", 2)
+        argerror(1, "on_elected", "function expected, got " .. type(fn))
     end
     self._elected_fns[#self._elected_fns + 1] = fn
     return fn
@@ -271,7 +237,7 @@ end
 function _M:on_revoked(fn)
     check_self(self, "on_revoked")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_revoked' (function expected)", 2)
+        argerror(1, "on_revoked", "function expected, got " .. type(fn))
     end
     self._revoked_fns[#self._revoked_fns + 1] = fn
     return fn

@@ -64,7 +64,7 @@
 --
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
--- line/node.lua (our own node). zkcoord.queue is this module's old name.
+-- line/node.lua (our own node). zkcoord.queue is an alias of this module.
 -- NOTE: enter() and _decide() stay in this file: an argument error raised
 -- inside a rule (a rule maker passed uncalled) climbs through them, and
 -- client.raise passes over frames of zkcoord/<name>.lua and zkcoord/wait/
@@ -75,14 +75,14 @@ local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
 
-local now = core.now
-local remaining = require("zkcoord.util").remaining
+local util = require "zkcoord.util"
+
+local remaining, argerror, waker = util.remaining, util.argerror, util.waker
 local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
 local getmetatable, pcall = getmetatable, pcall
-local argerror = client_mod.argerror
 local CLIENT_MT = client_mod.mt
 local ANY = rules.ANY
-local connected_or_closed = node.connected_or_closed
+local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -94,19 +94,13 @@ for name, fn in pairs(node) do
 end
 
 
--- Every public method raises on a wrong self, whatever it is (a number, a
--- boolean, cdata): getmetatable never indexes it.
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a queue position (use q:%s(...))"):format(name, name), 3)
-    end
-end
+local check_self = util.self_checker(mt, "line position", "q")
 
 
 --- The verdict "wait until the line changes" (rules.ANY).
 _M.ANY = ANY
 
---- The rules (zkcoord.line.rules), and their old names.
+--- The rules (zkcoord.line.rules), also under the rule_<name> aliases.
 _M.rules = rules
 _M.rule_first = rules.first
 _M.rule_always = rules.always
@@ -144,15 +138,14 @@ _M.is_driver = drivers.is_driver
 ---@param data string? our node's data (default driver.data)
 function _M.new(client, parent, driver, data)
     if getmetatable(client) ~= CLIENT_MT then
-        error("bad argument #1 to 'queue.new' (zkcoord client expected, got " .. type(client)
-              .. ")", 2)
+        argerror(1, "line.new", "zkcoord client expected, got " .. type(client))
     end
-    client.check_path(parent, "queue.new", 2)
+    client.check_path(parent, "line.new", 2)
     if not drivers.is_driver(driver) then
         local err
         driver, err = drivers.from_opts(driver)
         if not driver then
-            error("bad argument #3 to 'queue.new' (" .. err .. ")", 2)
+            argerror(3, "line.new", err)
         end
     end
     if data ~= nil and type(data) ~= "string" then
@@ -184,12 +177,11 @@ end
 function _M:parse(names)
     check_self(self, "parse")
     if type(names) ~= "table" then
-        error("bad argument #1 to 'parse' (names must be an array of strings, got "
-              .. type(names) .. ")", 2)
+        argerror(1, "parse", "names must be an array of strings, got " .. type(names))
     end
     local out, i = drivers.parse(self.driver, self.path, names)
     if not out then
-        error("bad argument #1 to 'parse' (names[" .. i .. "] must be a string)", 2)
+        argerror(1, "parse", "names[" .. i .. "] must be a string")
     end
     return out
 end
@@ -320,7 +312,7 @@ end
 function _M:on_lost(fn, arg)
     check_self(self, "on_lost")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_lost' (function expected, got " .. type(fn) .. ")", 2)
+        argerror(1, "on_lost", "function expected, got " .. type(fn))
     end
     local fns = self._lost_fns
     if arg == nil then
@@ -406,16 +398,36 @@ function _M:_wait_verdict(verdict, armed, deadline)
 end
 
 
+-- The reads of enter(), one try each for util.retry (UNTIL_DEADLINE: after
+-- a session expiry they go on in the new session). Both answer true
+-- instead when our node went with an ended session: enter() joins again
+-- rather than wait on a line we are no longer in.
+
+-- Lists the line (with watch `wake`, if any).
+local function read_line(self, deadline, wake)
+    if self._node and not self:_owns_node() then
+        return true
+    end
+    return self.client:read_until(self:_read_deadline(deadline), "children", self.path, wake)
+end
+
+-- Reads the node at `path` with watch `wake`.
+local function read_entry(self, deadline, path, wake)
+    if not self:_owns_node() then
+        return true
+    end
+    return self.client:read_until(self:_read_deadline(deadline), "get", path, wake)
+end
+
+
 --- Joins the line (if not already in it) and waits until the rule lets us
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
 ---@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
-    if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
-        error("bad argument #1 to 'enter' (timeout must be nil or a number >= 0)", 2)
-    end
+    util.check_timeout(timeout, "enter", 1)
     local client = self.client
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     self._try = timeout == 0
     if client:is_closed() then
         return nil, "closed"
@@ -441,14 +453,13 @@ function _M:enter(timeout)
         end
         if not names then
             local err
-            names, err = client:read_until(self:_read_deadline(deadline), "children", self.path)
+            names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline)
             if not names then
-                local again, why = self:_retry_after(err, deadline)
-                if not again then
-                    disarm(self, armed)
-                    self:leave()
-                    return nil, why or err    -- why we stopped: "timeout", "closed" ...
-                end
+                disarm(self, armed)
+                self:leave()
+                return nil, err    -- "timeout", "closed", a ZooKeeper code
+            elseif names == true then
+                names = nil        -- our node went with the session: join again
             end
         end
         if names then
@@ -479,15 +490,6 @@ function _M:enter(timeout)
 end
 
 
--- The watch's upvalue must not live on the waiting coroutine's stack: in
--- nginx that coroutine may be gone (request aborted) when the watch fires.
--- One closure per wait: a watch is removed by its function, so two waits
--- on one node must not share one.
-local function waker(ev)
-    return function() ev:set() end
-end
-
-
 -- The rule said ANY. If a watch on the line is set already (the rule
 -- just saw the listing that set it), wait for it to fire; then list the
 -- line again with a new watch, so the rule's next answer is about exactly
@@ -502,21 +504,20 @@ function _M:_wait_line(armed, deadline)
             return nil, client:is_closed() and "closed" or "timeout"
         end
     end
+    -- One closure per wait (util.waker): a watch is removed by its function.
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local names, err = client:read_until(self:_read_deadline(deadline), "children", self.path,
-                                          wake)
-    if names then
+    local names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline,
+                                  wake)
+    if names == true then
+        return true, nil, nil, nil      -- our node went with the session: join again
+    elseif names then
         return true, nil, names, { ev = ev, wake = wake }
-    end
-    if err == "nonode" then
+    elseif err == "nonode" then
         return true, nil, {}, nil      -- the parent went, and our node with it: join again
     end
-    if err == "timeout" then
-        client:remove_watches(self.path, wake)   -- its reply may still come
-    end
-    local again, why = self:_retry_after(err, deadline)
-    return again, why, nil, nil
+    client:remove_watches(self.path, wake)   -- a reply after our wait ran out may set it
+    return nil, err, nil, nil
 end
 
 
@@ -525,15 +526,16 @@ function _M:_wait_for(entry, deadline)
     local client = self.client
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local data, err = client:read_until(self:_read_deadline(deadline), "get", entry.path, wake)
-    if data == nil then
+    local data, err = util.retry(client, deadline, UNTIL_DEADLINE, read_entry, self, deadline,
+                                 entry.path, wake)
+    if data == true then
+        return true    -- our node went with the session: join again
+    elseif data == nil then
         if err == "nonode" then
             return true
         end
-        if err == "timeout" then
-            client:remove_watches(entry.path, wake)   -- its reply may still come
-        end
-        return self:_retry_after(err, deadline)
+        client:remove_watches(entry.path, wake)   -- a reply after our wait ran out may set it
+        return nil, err
     end
     ev:wait(remaining(deadline))
     if ev.is_set then
@@ -544,26 +546,6 @@ function _M:_wait_for(entry, deadline)
         return nil, "closed"
     end
     return nil, "timeout"
-end
-
-
--- After a failed read: wait for the connection and go on, or give up.
-function _M:_retry_after(err, deadline)
-    local client = self.client
-    if client:is_closed() then
-        return nil, "closed"
-    end
-    if err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
-        local left = remaining(deadline)
-        if left == 0 then
-            return nil, "timeout"
-        end
-        if client:wait_state(connected_or_closed, left) and not client:is_closed() then
-            return true
-        end
-        return nil, client:is_closed() and "closed" or "timeout"
-    end
-    return nil, err
 end
 
 

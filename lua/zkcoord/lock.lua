@@ -46,29 +46,24 @@
 -- are two such locks.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
+local util = require "zkcoord.util"
 
-local type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring =
-    type, error, pairs, ipairs, setmetatable, getmetatable, pcall, tostring
+local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
 local running = coroutine.running
+local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
-local OPT_KEYS = { owner = true, data = true, reentrant = true }
+local OPT_KEYS = { "owner", "data", "reentrant" }
 
 local LOCK = line.driver { marker = "lock-", rule = rules.first }
 local WEAK_KEYS = { __mode = "k" }
 
 
--- Every method raises on a wrong self, whatever it is (a number, a
--- boolean, cdata): getmetatable never indexes it.
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a lock (use lock:%s(...))"):format(name, name), 3)
-    end
-end
+local check_self = util.self_checker(mt, "lock", "lock")
 
 
 ---@class zkcoord.lock_opts
@@ -80,25 +75,17 @@ end
 ---@param driver table? the line's driver (see the header)
 ---@param pick function? pick(lock) -> driver|nil, before an owner joins (see the header)
 function _M.new(client, path, opts, driver, pick)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #2 to 'lock' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #2 to 'lock' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "lock", 2)
     client.check_path(path, "lock", 1)
     if opts.data ~= nil and type(opts.data) ~= "string" then
-        error("bad argument #2 to 'lock' (data must be a string)", 2)
+        argerror(2, "lock", "data must be a string")
     end
     driver = driver or LOCK
     if not line.is_driver(driver) then
-        error("bad argument #4 to 'lock' (driver must be a zkcoord.line driver)", 2)
+        argerror(4, "lock", "driver must be a zkcoord.line driver")
     end
     if pick ~= nil and type(pick) ~= "function" then
-        error("bad argument #5 to 'lock' (pick must be a function or nil)", 2)
+        argerror(5, "lock", "pick must be a function or nil")
     end
     return setmetatable({
         client = client,
@@ -107,7 +94,9 @@ function _M.new(client, path, opts, driver, pick)
         _driver = driver,
         _pick = pick,
         -- owner -> { q = line position, count = n }; weak: an owner that
-        -- is gone (an ended request) cannot release, its node goes anyway
+        -- is gone (an ended request) cannot release, its node goes anyway.
+        -- A lost hold stays until its owner's next release (which answers
+        -- "lost") or acquire (which replaces it).
         _holds = setmetatable({}, WEAK_KEYS),
         _lost_fns = {},
         _revoke_fns = {},
@@ -131,26 +120,21 @@ function _M:_owner()
 end
 
 
+-- The owner's hold while it is through; nil for none or a lost one.
 local function live_hold(self, owner)
     local h = self._holds[owner]
     if h and not h.q:is_through() then
-        -- Lost while we were away: forget it (on_lost already ran, or runs soon).
-        self._holds[owner] = nil
         return nil
     end
     return h
 end
 
 
--- The position of hold `h` was lost (static: no closure per acquire).
+-- The position of hold `h` was lost (static: no closure per acquire). The
+-- hold stays in _holds: the owner's next release() answers "lost".
 local function hold_lost(reason, h)
-    local self, owner = h.lock, h.owner
-    if self._holds[owner] == h then
-        self._holds[owner] = nil
-    end
-    for _, fn in ipairs(self._lost_fns) do
-        fn(reason, owner)
-    end
+    local self = h.lock
+    util.call_all(self.client, self._lost_fns, "lock on_lost", reason, h.owner)
 end
 
 
@@ -171,12 +155,7 @@ local function revoke_requested(h)
         return
     end
     h.revoked = true
-    for _, fn in ipairs(self._revoke_fns) do
-        local ok, err = pcall(fn, h.owner, h.q:node())
-        if not ok then
-            self.client:log("error", "lock on_revoke callback failed: " .. tostring(err))
-        end
-    end
+    util.call_all(self.client, self._revoke_fns, "lock on_revoke", h.owner, h.q:node())
 end
 
 
@@ -213,9 +192,7 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
 function _M:acquire(timeout)
     check_self(self, "acquire")
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)", 2)
-    end
+    util.check_timeout(timeout, "acquire", 1)
     local owner = self:_owner()
     local h = live_hold(self, owner)
     if h then
@@ -252,8 +229,11 @@ end
 
 --- Releases one acquire of the current owner; the last one deletes the
 --- node (without waiting: the delete is ordered before this session's next
---- request and retried until done).
----@return true|nil ok, string? err "notheld"
+--- request and retried until done). After a loss (session ended, node
+--- deleted) the owner's first release returns nil, "lost", whether or not
+--- on_lost callbacks are registered, and forgets the hold: a further
+--- release returns nil, "notheld".
+---@return true|nil ok, string? err "notheld" | "lost"
 function _M:release()
     check_self(self, "release")
     local owner = self:_owner()
@@ -315,7 +295,7 @@ end
 function _M:on_lost(fn)
     check_self(self, "on_lost")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_lost' (function expected)", 2)
+        argerror(1, "on_lost", "function expected, got " .. type(fn))
     end
     self._lost_fns[#self._lost_fns + 1] = fn
     -- Holds granted before: watch their nodes from now on.
@@ -337,7 +317,7 @@ end
 function _M:on_revoke(fn)
     check_self(self, "on_revoke")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_revoke' (function expected)", 2)
+        argerror(1, "on_revoke", "function expected, got " .. type(fn))
     end
     self._revoke_fns[#self._revoke_fns + 1] = fn
     for _, h in pairs(self._holds) do
@@ -356,8 +336,7 @@ end
 ---@return true|nil ok, string? err "nonode" (no such holder) | a code
 function _M.revoke(client, node)
     if getmetatable(client) ~= require("zkcoord.client").mt then
-        error("bad argument #1 to 'revoke' (zkcoord client expected, got " .. type(client) .. ")",
-              2)
+        argerror(1, "revoke", "zkcoord client expected, got " .. type(client))
     end
     client.check_path(node, "revoke", 2)
     local stat, err = client:set(node, REVOKE)

@@ -50,9 +50,9 @@
 local lock = require "zkcoord.lock"
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
+local util = require "zkcoord.util"
 
-local type, error, pairs, tostring, setmetatable, getmetatable =
-    type, error, pairs, tostring, setmetatable, getmetatable
+local type, error, setmetatable = type, error, setmetatable
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -63,7 +63,7 @@ local DOWNGRADE = "downgrade-__READ__"
 -- Longest first: a name takes the first marker of the list it ends with.
 local MARKERS = { DOWNGRADE, READ, WRITE }
 
-local OPT_KEYS = { owner = true, data = true }
+local OPT_KEYS = { "owner", "data" }
 
 local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the read lock first"
 
@@ -101,17 +101,9 @@ end
 ---@param opts zkcoord.rwlock_opts?
 ---@return table rwlock
 function _M.new(client, path, opts)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #2 to 'rwlock' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #2 to 'rwlock' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "rwlock", 2)
     if opts.data ~= nil and type(opts.data) ~= "string" then
-        error("bad argument #2 to 'rwlock' (data must be a string)", 2)
+        util.argerror(2, "rwlock", "data must be a string")
     end
     client.check_path(path, "rwlock", 1)
     local lopts = { owner = opts.owner, data = opts.data }
@@ -131,11 +123,7 @@ function _M.new(client, path, opts)
 end
 
 
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a rwlock (use rw:%s())"):format(name, name), 3)
-    end
-end
+local check_self = util.self_checker(mt, "rwlock", "rw")
 
 
 --- The shared side: held by many owners at once, never with a writer.

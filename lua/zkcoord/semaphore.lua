@@ -30,15 +30,12 @@
 -- hold that lease now. A waiting acquire() joins the line again by itself.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
-local core = require "zkcoord.core"
+local util = require "zkcoord.util"
 
-local now = core.now
-local type, error, pairs, ipairs, tostring, tonumber = type, error, pairs, ipairs, tostring,
-    tonumber
-local setmetatable, getmetatable, xpcall = setmetatable, getmetatable, require("zkcoord.compat").xpcall
-local traceback = debug.traceback
+local type, tonumber, setmetatable = type, tonumber, setmetatable
 local match = string.match
 local min = math.min
+local remaining, argerror = util.remaining, util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -47,47 +44,23 @@ local Lease = {}
 local lease_mt = { __index = Lease }
 local lease_lost    -- below, with the leases
 
-local OPT_KEYS = { data = true }
+local check_self = util.self_checker(mt, "semaphore", "sem")
+local check_lease = util.self_checker(lease_mt, "lease", "lease")
+
+local OPT_KEYS = { "data" }
 -- The internal lock's line (the lock recipe's rule: it watches only the
 -- node below its own); the lease line's driver is per semaphore (its max).
 local LOCK_DRIVER = line.driver { marker = "lock-", rule = rules.first }
-
--- Retried after these, once connected again (bounded).
-local TRANSIENT = { connectionloss = true, operationtimeout = true, sessionexpired = true }
-
-
-local function log_error(client, msg)
-    client:log("error", msg)
-end
 
 
 -- How long to wait for one reply: what is left of the deadline, but a
 -- try-once (timeout 0) still waits for the round trip itself (bounded by
 -- the client's request timeout), as zkcoord.line does.
 local function reply_wait(deadline, try)
-    if try or not deadline then
+    if try then
         return nil
     end
-    local left = deadline - now()
-    return left > 0 and left or 0
-end
-
-
-local reply_left = require("zkcoord.util").remaining   -- as a timeout for enter()
-
-
--- Waits until the client is connected (true), closed, or the deadline.
-local function wait_connected(client, deadline)
-    while true do
-        local left = deadline and deadline - now()
-        if left and left <= 0 then
-            return nil, "timeout"
-        end
-        local ok, err = client:wait_connected(left and min(left, 1) or 1)
-        if ok or err == "closed" then
-            return ok, err
-        end
-    end
+    return remaining(deadline)
 end
 
 
@@ -104,19 +77,11 @@ function _M.new(client, path, max_leases, opts)
     client.check_path(path, "semaphore", 1)
     if type(max_leases) ~= "number" or max_leases % 1 ~= 0 or max_leases < 1
             or max_leases > 2147483647 then
-        error("bad argument #2 to 'semaphore' (max_leases must be an integer >= 1)", 2)
+        argerror(2, "semaphore", "max_leases must be an integer >= 1")
     end
-    opts = opts or {}
-    if type(opts) ~= "table" then
-        error("bad argument #3 to 'semaphore' (opts must be a table)", 2)
-    end
-    for k in pairs(opts) do
-        if not OPT_KEYS[k] then
-            error("bad argument #3 to 'semaphore' (unknown option '" .. tostring(k) .. "')", 2)
-        end
-    end
+    opts = util.check_opts(opts, OPT_KEYS, "semaphore", 3)
     if opts.data ~= nil and type(opts.data) ~= "string" then
-        error("bad argument #3 to 'semaphore' (data must be a string)", 2)
+        argerror(3, "semaphore", "data must be a string")
     end
     return setmetatable({
         client = client,
@@ -126,64 +91,54 @@ function _M.new(client, path, max_leases, opts)
         -- Through while the lease line holds at most n entries, ours
         -- included (Curator's count); else wait for any change of it.
         _leases = line.driver { marker = "lease-", rule = rules.at_most(max_leases) },
-        data = opts.data or require("zkcoord.election").default_id(),
+        data = opts.data or util.default_id(),
     }, mt)
 end
 
 
-local function check_self(self, name)
-    if getmetatable(self) ~= mt then
-        error(("'%s' must be called on a semaphore (use sem:%s())"):format(name, name), 3)
+-- One try of making sure <path> exists and holds our max (writing it if
+-- nobody did), for util.retry: create and get are pipelined, one round
+-- trip when all is well. "nonode" / "badversion": someone else's create or
+-- write came between ours (raced).
+local function check_max_once(self, deadline, try)
+    local client, path, want = self.client, self.path, self.max_leases
+    local text = ("%d"):format(want)   -- "2", not "2.0" on Lua 5.3+
+    local fc = client:send("create", path, text, { container = true, parents = "container" })
+    local fg = client:send("get", path)
+    local created, cerr = fc:wait(reply_wait(deadline, try))
+    local data, stat = fg:wait(reply_wait(deadline, try))
+    if created then
+        return true
+    elseif cerr ~= "nodeexists" then
+        return nil, cerr
+    elseif data == nil then
+        return nil, stat            -- "nonode": the container went meanwhile
     end
+    local n = tonumber(match(data, "^%s*(%d+)%s*$"))
+    if n == want then
+        return true
+    elseif n then
+        return nil, "invalid", ("%s is a semaphore of %d leases, not %d"):format(path, n, want)
+    elseif data ~= "" then
+        return true       -- not ours to judge: someone else's data (kazoo)
+    end
+    -- Created without data (a bare create): claim it, unless someone else
+    -- does first.
+    return client:send("set", path, text, stat.version):wait(reply_wait(deadline, try))
 end
 
 
--- Makes sure <path> exists and holds our max (writing it if nobody did).
--- One round trip when all is well: create and get are pipelined.
+-- Makes sure <path> exists and holds our max: each try retried through
+-- the connection's losses until the deadline, again while it races.
 function _M:_check_max(deadline, try)
-    local client, path, want = self.client, self.path, self.max_leases
-    local text = ("%d"):format(want)   -- "2", not "2.0" on Lua 5.3+
-    for _ = 1, 10 do
-        local fc = client:send("create", path, text, { container = true, parents = "container" })
-        local fg = client:send("get", path)
-        local created, cerr = fc:wait(reply_wait(deadline, try))
-        local data, stat = fg:wait(reply_wait(deadline, try))
-        local err
-        if created then
+    local ok, err, detail
+    for _ = 1, util.MAX_RACES do
+        ok, err, detail = util.retry(self.client, deadline, util.UNTIL_DEADLINE, check_max_once,
+                                     self, deadline, try)
+        if ok then
             return true
-        elseif cerr ~= "nodeexists" then
-            err = cerr
-        elseif data == nil then
-            err = stat            -- "nonode": the container went meanwhile; again
-        else
-            local n = tonumber(match(data, "^%s*(%d+)%s*$"))
-            if n == want then
-                return true
-            elseif n then
-                return nil, "invalid", ("%s is a semaphore of %d leases, not %d")
-                                       :format(path, n, want)
-            elseif data ~= "" then
-                return true       -- not ours to judge: someone else's data (kazoo)
-            end
-            -- Created without data (by an older version, or a bare
-            -- create): claim it, unless someone else does first.
-            local ok, serr = client:send("set", path, text, stat.version)
-                                   :wait(reply_wait(deadline, try))
-            if ok then
-                return true
-            end
-            err = serr
-        end
-        if err == "timeout" then
-            return nil, "timeout"
         elseif err ~= "nonode" and err ~= "badversion" then
-            if not TRANSIENT[err] then
-                return nil, err
-            end
-            local ok, werr = wait_connected(client, deadline)
-            if not ok then
-                return nil, werr
-            end
+            return nil, err, detail
         end
     end
     return nil, "timeout"
@@ -195,14 +150,12 @@ end
 ---@return table|nil lease, string? err "timeout" | "invalid" | "closed" | a ZooKeeper code
 function _M:acquire(timeout)
     check_self(self, "acquire")
-    if timeout ~= nil and (type(timeout) ~= "number" or timeout ~= timeout or timeout < 0) then
-        error("bad argument #1 to 'acquire' (timeout must be nil or a number >= 0)", 2)
-    end
+    util.check_timeout(timeout, "acquire", 1)
     local client = self.client
     if client:state() == "closed" then
         return nil, "closed"
     end
-    local deadline = timeout and now() + timeout
+    local deadline = util.deadline(timeout)
     local ok, err, detail
     if not self._max_checked then     -- once per semaphore object: a round trip saved
         ok, err, detail = self:_check_max(deadline, timeout == 0)
@@ -213,12 +166,12 @@ function _M:acquire(timeout)
     end
     -- The internal lock: one contender at a time watches the lease line.
     local lock = line.new(client, self.base .. "/locks", LOCK_DRIVER, self.data)
-    ok, err = lock:enter(reply_left(deadline))
+    ok, err = lock:enter(remaining(deadline))
     if not ok then
         return nil, err
     end
     local q = line.new(client, self.base .. "/leases", self._leases, self.data)
-    ok, err = q:enter(reply_left(deadline))
+    ok, err = q:enter(remaining(deadline))
     lock:leave()
     if not ok then
         return nil, err
@@ -261,21 +214,9 @@ lease_lost = function(reason, self)
         return
     end
     self._lost_done = true
-    local client = self.semaphore.client
-    for _, fn in ipairs(self._lost_fns) do
-        local cok, cerr = xpcall(fn, traceback, reason)
-        if not cok then
-            log_error(client, "semaphore on_lost callback failed: " .. tostring(cerr))
-        end
-    end
+    util.call_all(self.semaphore.client, self._lost_fns, "semaphore on_lost", reason)
 end
 
-
-local function check_lease(self, name)
-    if getmetatable(self) ~= lease_mt then
-        error(("'%s' must be called on a lease (use lease:%s())"):format(name, name), 3)
-    end
-end
 
 --- Gives the lease back (the node is deleted without waiting, ordered
 --- before this session's next request, retried until done).
@@ -316,7 +257,7 @@ end
 function Lease:on_lost(fn)
     check_lease(self, "on_lost")
     if type(fn) ~= "function" then
-        error("bad argument #1 to 'on_lost' (function expected)", 2)
+        argerror(1, "on_lost", "function expected, got " .. type(fn))
     end
     self._lost_fns[#self._lost_fns + 1] = fn
     return fn

@@ -160,7 +160,7 @@ M.queue = { enter = op(timeout_arg()), leave = op(none), entries = op(none), is_
 -- The module's own functions (driver.lua calls them), and the names its
 -- helpers are called under: check_path(path, "fuzz", 1) raises as 'fuzz'.
 _M.MODULE = { "connect", "check_path" }
-local OTHER_NAMES = { "queue.new", "queue.rule_fewer_than", "fuzz" }
+local OTHER_NAMES = { "line.new", "rules.fewer_than", "fuzz" }
 
 -- Derived: "kind.name" -> true for the methods allowed to return nil alone.
 _M.NIL_OK = {}

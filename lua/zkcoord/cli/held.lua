@@ -4,7 +4,8 @@
 -- after --grace) if the hold is lost, release when CMD ends. The exit status
 -- is CMD's, or 71 (lost), 75 (not acquired within --timeout), 128+N (a
 -- signal before CMD started). Not a public API.
-local queue = require "zkcoord.queue"
+local line = require "zkcoord.line"
+local rules = require "zkcoord.line.rules"
 local sys = require "zkcoord.cli.sys"
 local ex = require "zkcoord.cli.exit"
 local args_mod = require "zkcoord.cli.args"
@@ -34,38 +35,30 @@ local function drive_until(c, sigfd, done)
 end
 
 
--- The lock's line: one queue (zkcoord.queue) of ephemeral-sequential nodes
+-- The lock's line: one line (zkcoord.line) of ephemeral-sequential nodes
 -- for both sides. The exclusive side is client:lock()'s node
 -- (_c_<uuid>-lock-<seq>, Curator's InterProcessMutex), through when first
 -- in line; the shared side is the read-write lock's read node
 -- (_c_<uuid>-__READ__<seq>, Curator's InterProcessReadWriteLock), through
--- when no exclusive node (lock- or __WRIT__) is below it. So `lock` and
--- `lock --shared` on one PATH exclude each other, and each also honours
--- the library's (and Curator's) lock or rwlock nodes on that PATH.
+-- when no exclusive node (lock- or __WRIT__) is below it (rwlock's read
+-- rule, with both exclusive markers). So `lock` and `lock --shared` on one
+-- PATH exclude each other, and each also honours the library's (and
+-- Curator's) lock or rwlock nodes on that PATH.
 local LINE_MARKERS = { "downgrade-__READ__", "__READ__", "__WRIT__", "lock-" }
-local EXCLUSIVE = { ["__WRIT__"] = true, ["lock-"] = true }
-
-local function shared_rule(entries, me)
-    for k = me - 1, 1, -1 do
-        if EXCLUSIVE[entries[k].marker] then
-            return entries[k]      -- the last exclusive node below us
-        end
-    end
-    return true
-end
+local EXCLUSIVE = line.driver { marker = "lock-", markers = LINE_MARKERS, rule = rules.first }
+local SHARED = line.driver { marker = "__READ__", markers = LINE_MARKERS,
+                             rule = rules.none_below("__WRIT__", "lock-") }
+local LATCH = line.driver { marker = "latch-", rule = rules.first }
 
 
 local function line_position(c, path, shared, data)
-    return queue.new(c, path, { marker = shared and "__READ__" or "lock-",
-                                markers = LINE_MARKERS,
-                                rule = shared and shared_rule or queue.rule_first,
-                                data = data })
+    return line.new(c, path, shared and SHARED or EXCLUSIVE, data)
 end
 
 
 -- Election: our node is the first latch node, owned by our session.
 local function leader_node(c, path)
-    local q = queue.new(c, path, { marker = "latch-", rule = queue.rule_first })
+    local q = line.new(c, path, LATCH)
     local entries, err = q:entries()
     if not entries then
         return nil, err

@@ -131,7 +131,7 @@ local function check_common(d)
 end
 
 
---- Checks the options table of line.new / queue.new (marker, markers,
+--- Checks the options table line.new also takes (marker, markers,
 --- rule, data, parents, persistent). Returns the driver or nil, message.
 function _M.from_opts(opts)
     if type(opts) ~= "table" then

@@ -15,21 +15,17 @@
 -- the session ends), and a create that completes after we stopped waiting
 -- for it is deleted when its reply arrives.
 local core = require "zkcoord.core"
-local errname = require("zkcoord.errors").name
-local remaining = require("zkcoord.util").remaining
+local errors = require "zkcoord.errors"
+local util = require "zkcoord.util"
+
+local errname, unknown_outcome = errors.name, errors.unknown_outcome
+local remaining = util.remaining
 
 local ipairs = ipairs
 local match, sub = string.match, string.sub
 local uuid = core.uuid
 
 local _M = {}
-
-
--- The client's state is one the engine can go on from.
-local function connected_or_closed(st)
-    return st == "connected" or st == "closed"
-end
-_M.connected_or_closed = connected_or_closed
 
 
 -- Ownership of a node named with our uuid prefix: an ephemeral one is ours
@@ -62,15 +58,16 @@ function _M:_forget()
 end
 
 
--- A position that was through is lost: tell on_lost, once per node.
+-- A position that was through is lost: tell on_lost, once per node. Each
+-- callback runs protected (util.call): one that raises stops no other.
 function _M:_lost(reason)
     if not self._through then
         return
     end
     self:_forget()
-    local fns = self._lost_fns
+    local fns, client = self._lost_fns, self.client
     for i = 1, #fns, 2 do
-        fns[i](reason, fns[i + 1])
+        util.call(client, fns[i], "line on_lost", reason, fns[i + 1])
     end
 end
 
@@ -209,7 +206,6 @@ end
 -- block); tried again at every state change until one listing succeeds or
 -- the session ends (its ephemeral nodes go with it). Rare: the closures
 -- made here cost nothing on the common path.
-local UNKNOWN_OUTCOME = { connectionloss = true, operationtimeout = true }
 
 -- Deletes, from listing `names`, the nodes with our prefix that are ours;
 -- done(failed) once every look is answered.
@@ -291,7 +287,9 @@ local function delete_late_create(p, ctx)
     local q = ctx.q
     if p.rc == 0 and p.value then
         q.client:delete_guaranteed(p.value, nil, q.persistent)
-    elseif (not p.lost or q.persistent) and UNKNOWN_OUTCOME[errname(p.rc)] then
+    elseif (not p.lost or q.persistent) and unknown_outcome[errname(p.rc)] then
+        -- An ephemeral node made in a session that is gone went with it
+        -- (p.lost); delete_by_prefix also stops once the session changed.
         delete_by_prefix(q, ctx.prefix, p.serial)
     end
 end
@@ -320,13 +318,12 @@ end
 -- adopt the node if it was made after all. Returns "adopted", names; or
 -- "again" (create anew); or nil, err.
 function _M:_recover_create(err, prefix, serial, deadline)
-    local client = self.client
-    local left = remaining(deadline)
-    if left == 0 or not client:wait_state(connected_or_closed, left) then
+    local connected, werr = util.wait_connected(self.client, deadline)
+    if not connected then
         if err ~= "sessionexpired" or self.persistent then
             delete_by_prefix(self, prefix, serial)   -- it may exist
         end
-        return nil, "timeout"
+        return nil, werr    -- "timeout", "closed"
     end
     if err ~= "sessionexpired" or self.persistent then
         local path, fstat, fnames = self:_find_own(prefix, deadline)
@@ -344,53 +341,64 @@ function _M:_recover_create(err, prefix, serial, deadline)
 end
 
 
---- Step 1 of enter(): create our node, listing the parent in the same
---- round trip. Returns true, the listing (nil when it failed), or nil, err.
-function _M:_create(deadline)
+-- One create of our node with a listing of the parent, for util.retry.
+-- After a reply that leaves the outcome unknown, finds the node once
+-- connected and adopts it if it was made; else the error, with a new
+-- prefix in `try` for the next create. Returns true, the listing (nil when
+-- it failed), or nil, err ("nonode": the parent is missing).
+local function create_once(self, deadline, try)
     local client, d = self.client, self.driver
     local base = self.path == "/" and "" or self.path
-    local prefix = "_c_" .. uuid() .. "-"
-    local tries = 0
-    while true do
-        tries = tries + 1
-        local fc = client:send("create", base .. "/" .. prefix .. d.marker, self.data,
-                               d.create_flags)
-        local fl = client:send("children", self.path)
-        local serial = client:serial()
-        -- A reply that arrives after we gave up: delete what it created,
-        -- or what it may have created when the reply was lost.
-        fc:on_late(delete_late_create, { q = self, prefix = prefix })
-        local node, stat = fc:wait(self:_reply_wait(deadline))
-        local names = fl:wait(self:_reply_wait(deadline))
-        if node then
-            self:_adopt(node, stat)
-            return true, names
+    local prefix = try.prefix
+    local fc = client:send("create", base .. "/" .. prefix .. d.marker, self.data, d.create_flags)
+    local fl = client:send("children", self.path)
+    local serial = client:serial()
+    -- A reply that arrives after we gave up: delete what it created, or
+    -- what it may have created when the reply was lost.
+    fc:on_late(delete_late_create, { q = self, prefix = prefix })
+    local node, stat = fc:wait(self:_reply_wait(deadline))
+    local names = fl:wait(self:_reply_wait(deadline))
+    if node then
+        self:_adopt(node, stat)
+        return true, names
+    end
+    local err = stat
+    if client:is_closed() and err ~= "nonode" then
+        return nil, "closed"
+    elseif not (errors.transient[err] or err == "sessionexpired") then
+        return nil, err
+    end
+    local how, fnames = self:_recover_create(err, prefix, serial, deadline)
+    if how == "adopted" then
+        return true, fnames
+    elseif not how then
+        return nil, fnames
+    end
+    try.prefix = "_c_" .. uuid() .. "-"
+    return nil, err
+end
+
+
+--- Step 1 of enter(): create our node, listing the parent in the same
+--- round trip. Returns true, the listing (nil when it failed), or nil, err.
+--- A create is tried again after a connection loss or expiry (until the
+--- deadline), and after creating the parents when they were missing (a
+--- container parent may go between our two requests: MAX_RACES rounds).
+function _M:_create(deadline)
+    local try = { prefix = "_c_" .. uuid() .. "-" }
+    local ok, res
+    for _ = 1, util.MAX_RACES do
+        ok, res = util.retry(self.client, deadline, util.UNTIL_DEADLINE, create_once, self,
+                             deadline, try)
+        if ok or res ~= "nonode" then
+            return ok, res
         end
-        local err = stat
-        if err == "nonode" and tries < 4 then
-            local ok, perr = self:_create_parents()
-            if not ok and perr ~= "nonode" then
-                return nil, perr
-            end
-        elseif client:is_closed() then
-            return nil, "closed"
-        elseif err == "timeout" then
-            return nil, "timeout"
-        elseif err == "connectionloss" or err == "sessionexpired" or err == "operationtimeout" then
-            local how, fnames = self:_recover_create(err, prefix, serial, deadline)
-            if how == "adopted" then
-                return true, fnames
-            elseif not how then
-                return nil, fnames
-            end
-            prefix = "_c_" .. uuid() .. "-"
-        else
-            return nil, err
-        end
-        if tries > 1000 then
-            return nil, "timeout"
+        local pok, perr = self:_create_parents()
+        if not pok and perr ~= "nonode" then
+            return nil, perr
         end
     end
+    return nil, res
 end
 
 

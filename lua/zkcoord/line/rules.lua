@@ -14,7 +14,7 @@
 -- first_none_above; semaphore: at_most), so each exists once.
 local client_mod = require "zkcoord.client"
 
-local type, tostring, setmetatable = type, tostring, setmetatable
+local type, tostring, setmetatable, select = type, tostring, setmetatable, select
 local argerror = client_mod.argerror
 local raise = client_mod.raise
 
@@ -57,7 +57,7 @@ end
 --- every waiter. Right for a few waiters; client:semaphore() is the
 --- herd-free k-of-n (an internal lock: only its holder watches the line).
 function _M.fewer_than(n)
-    check_count(n, "queue.rule_fewer_than")
+    check_count(n, "rules.fewer_than")
     return function(_, me)
         return me <= n or ANY
     end
@@ -75,12 +75,17 @@ function _M.at_most(n)
 end
 
 
---- Through when no lower entry carries `marker` (a reader behind writers);
+--- Through when no lower entry carries `marker` (or one of the markers
+--- given: none_below("__WRIT__", "lock-")), a reader behind writers;
 --- watches the last such entry: the one that must go last.
-function _M.none_below(marker)
+function _M.none_below(...)
+    local set = {}
+    for i = 1, select("#", ...) do
+        set[select(i, ...)] = true
+    end
     return function(entries, me)
         for i = me - 1, 1, -1 do
-            if entries[i].marker == marker then
+            if set[entries[i].marker] then
                 return entries[i]
             end
         end
@@ -135,7 +140,7 @@ function _M.check_verdict(q, verdict, entries, me)
                     return
                 end
                 q:leave()
-                raise("bad rule verdict in 'enter' (the rule of the queue at " .. q.path
+                raise("bad rule verdict in 'enter' (the rule of the line at " .. q.path
                       .. " returned our own entry: waiting on it would never end)", 3)
             end
         end
@@ -143,11 +148,11 @@ function _M.check_verdict(q, verdict, entries, me)
     q:leave()    -- no node left behind in the line
     local hint = ""
     if type(verdict) == "function" then
-        hint = "; pass the rule a ready-made rule maker returns, e.g. queue.rule_fewer_than(n),"
+        hint = "; pass the rule a ready-made rule maker returns, e.g. rules.fewer_than(n),"
                .. " not the maker itself"
     end
-    raise(("bad rule verdict in 'enter' (the rule of the queue at %s returned %s: a rule "
-           .. "returns true, queue.ANY or one of the entries it was given%s)")
+    raise(("bad rule verdict in 'enter' (the rule of the line at %s returned %s: a rule "
+           .. "returns true, line.ANY or one of the entries it was given%s)")
           :format(q.path, show(verdict), hint), 3)
 end
 
