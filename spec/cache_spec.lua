@@ -6,7 +6,6 @@
 -- throw; failures and bad arguments.
 local zk = require "helpers.zk"
 local tcpproxy = require "helpers.tcpproxy"
-local zkcoord = require "zkcoord"
 
 local function join(base, name)
     return (base == "/" and "" or base) .. "/" .. name
