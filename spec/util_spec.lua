@@ -221,3 +221,48 @@ describe("argument checks in one wording #zk", function()
                     function() local b = c:barrier("/b"); b.wait(5) end)
     end)
 end)
+
+
+describe("argument errors from any file of the library", function()
+    -- Two frames named as files of a subdirectory, the outer one calling
+    -- the inner one, which raises: both are passed over, the spec's line is
+    -- blamed. One pair for every subdirectory util.SUBDIRS lists.
+    local function chain(dir)
+        local inner = assert(load("local util = ...; return function(x) "
+                                  .. "util.argerror(1, 'inner', 'bad ' .. tostring(x)) end",
+                                  "@/opt/lib/zkcoord/" .. dir .. "/inner.lua"))(util)
+        local outer = assert(load("local inner = ...; return function(x) inner(x); return 1 end",
+                                  "@/opt/lib/zkcoord/" .. dir .. "/outer.lua"))(inner)
+        return outer
+    end
+
+    it("blame the caller through every subdirectory", function()
+        for dir in pairs(util.SUBDIRS) do
+            local outer = chain(dir)
+            raises_here("bad argument #1 to 'inner' (bad 7)", function() return outer(7) end)
+        end
+    end)
+
+    it("every subdirectory of lua/zkcoord is listed", function()
+        local p = assert(io.popen("cd lua/zkcoord && find . -mindepth 1 -type d"))
+        local found = 0
+        for line in p:lines() do
+            local dir = line:gsub("^%./", "")
+            found = found + 1
+            assert.is_true(util.SUBDIRS[dir], "lua/zkcoord/" .. dir .. " is not in util.SUBDIRS")
+        end
+        p:close()
+        assert.is_true(found >= 6)
+    end)
+
+    it("a rule maker passed uncalled to a line blames the caller of enter #zk", function()
+        local line = require "zkcoord.line"
+        local c = zk.client {}
+        local d = line.driver { marker = "slot-", rule = line.rules.fewer_than }
+        local pos = c:line(zk.new_root("uncalled"), d)
+        local ok, err = pcall(function() return pos:enter(5) end)
+        zk.close_clients()
+        assert.is_false(ok)
+        assert.matches("^[^:]*util_spec%.lua:%d+: bad argument #1 to '[%w_.]*fewer_than'", tostring(err))
+    end)
+end)
