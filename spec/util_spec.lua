@@ -127,6 +127,32 @@ describe("util.retry #zk", function()
         end)
         assert.same({ nil, "closed", 2 }, { st, err, n })
     end)
+
+    it("client:retry uses the client's connect-time retry policy", function()
+        local c = zk.client { retry = { max_tries = 4, base_delay = 0.01, max_delay = 0.02 } }
+        local n = 0
+        local function flaky(x, y)
+            n = n + 1
+            if n < 3 then
+                return nil, "operationtimeout"
+            end
+            return x + y, nil, "third"
+        end
+        local r1, r2, r3 = c:retry(util.deadline(5), flaky, 2, 3)
+        assert.same({ 5, nil, "third", 3 }, { r1, r2, r3, n })
+        n = 0
+        local st, err = c:retry(nil, function() n = n + 1; return nil, "connectionloss" end)
+        assert.same({ nil, "connectionloss", 4 }, { st, err, n })
+        n = 0
+        st, err = c:retry(util.deadline(5), function() n = n + 1; return nil, "nonode" end)
+        assert.same({ nil, "nonode", 1 }, { st, err, n })
+        raises_here("bad argument #2 to 'retry' (fn must be a function, got nil)",
+                    function() c:retry(nil) end)
+        raises_here("bad argument #1 to 'retry' (deadline must be a number (a zkcoord.now() "
+                    .. "time) or nil)", function() c:retry("soon", print) end)
+        raises_here("'retry' must be called on a zkcoord client (use client:retry(...))",
+                    function() c.retry(nil, nil, print) end)
+    end)
 end)
 
 
