@@ -78,7 +78,7 @@ describe("fuzzer #zk", function()
 
     -- Bugs the fuzzer found (tools/fuzz/known.lua), fixed: they must stay fixed.
 
-    it("a wait of math.huge returns when its reply comes (K1, src/queue.c)", function()
+    it("a wait of math.huge returns when its reply comes (K1, src/completions.c)", function()
         local dir = zk.tmpdir()
         local script = dir .. "/k1.lua"
         zk.proc.write_file(script, [[

@@ -244,7 +244,7 @@ describe("security #zk", function()
             assert.same({ "secret" }, (zk.admin():children(root .. "/outside")))
         end)
 
-        it("a sequential create of '/' stays inside the chroot (K11, client.lua)", function()
+        it("a sequential create of '/' stays inside the chroot (K11, client/ops.lua)", function()
             local admin = zk.admin()
             local c = zk.client { chroot = ns }
             local ok1, p1 = pcall(c.create, c, "/", "x", { sequential = true })

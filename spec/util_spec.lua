@@ -127,6 +127,32 @@ describe("util.retry #zk", function()
         end)
         assert.same({ nil, "closed", 2 }, { st, err, n })
     end)
+
+    it("client:retry uses the client's connect-time retry policy", function()
+        local c = zk.client { retry = { max_tries = 4, base_delay = 0.01, max_delay = 0.02 } }
+        local n = 0
+        local function flaky(x, y)
+            n = n + 1
+            if n < 3 then
+                return nil, "operationtimeout"
+            end
+            return x + y, nil, "third"
+        end
+        local r1, r2, r3 = c:retry(util.deadline(5), flaky, 2, 3)
+        assert.same({ 5, nil, "third", 3 }, { r1, r2, r3, n })
+        n = 0
+        local st, err = c:retry(nil, function() n = n + 1; return nil, "connectionloss" end)
+        assert.same({ nil, "connectionloss", 4 }, { st, err, n })
+        n = 0
+        st, err = c:retry(util.deadline(5), function() n = n + 1; return nil, "nonode" end)
+        assert.same({ nil, "nonode", 1 }, { st, err, n })
+        raises_here("bad argument #2 to 'retry' (fn must be a function, got nil)",
+                    function() c:retry(nil) end)
+        raises_here("bad argument #1 to 'retry' (deadline must be a number (a zkcoord.now() "
+                    .. "time) or nil)", function() c:retry("soon", print) end)
+        raises_here("'retry' must be called on a zkcoord client (use client:retry(...))",
+                    function() c.retry(nil, nil, print) end)
+    end)
 end)
 
 
@@ -219,5 +245,50 @@ describe("argument checks in one wording #zk", function()
                     function() local q = c:work_queue("/q"); q.take({}, 1) end)
         raises_here("'wait' must be called on a barrier (use b:wait(...))",
                     function() local b = c:barrier("/b"); b.wait(5) end)
+    end)
+end)
+
+
+describe("argument errors from any file of the library", function()
+    -- Two frames named as files of a subdirectory, the outer one calling
+    -- the inner one, which raises: both are passed over, the spec's line is
+    -- blamed. One pair for every subdirectory util.SUBDIRS lists.
+    local function chain(dir)
+        local inner = assert(load("local util = ...; return function(x) "
+                                  .. "util.argerror(1, 'inner', 'bad ' .. tostring(x)) end",
+                                  "@/opt/lib/zkcoord/" .. dir .. "/inner.lua"))(util)
+        local outer = assert(load("local inner = ...; return function(x) inner(x); return 1 end",
+                                  "@/opt/lib/zkcoord/" .. dir .. "/outer.lua"))(inner)
+        return outer
+    end
+
+    it("blame the caller through every subdirectory", function()
+        for dir in pairs(util.SUBDIRS) do
+            local outer = chain(dir)
+            raises_here("bad argument #1 to 'inner' (bad 7)", function() return outer(7) end)
+        end
+    end)
+
+    it("every subdirectory of lua/zkcoord is listed", function()
+        local p = assert(io.popen("cd lua/zkcoord && find . -mindepth 1 -type d"))
+        local found = 0
+        for line in p:lines() do
+            local dir = line:gsub("^%./", "")
+            found = found + 1
+            assert.is_true(util.SUBDIRS[dir], "lua/zkcoord/" .. dir .. " is not in util.SUBDIRS")
+        end
+        p:close()
+        assert.is_true(found >= 6)
+    end)
+
+    it("a rule maker passed uncalled to a line blames the caller of enter #zk", function()
+        local line = require "zkcoord.line"
+        local c = zk.client {}
+        local d = line.driver { marker = "slot-", rule = line.rules.fewer_than }
+        local pos = c:line(zk.new_root("uncalled"), d)
+        local ok, err = pcall(function() return pos:enter(5) end)
+        zk.close_clients()
+        assert.is_false(ok)
+        assert.matches("^[^:]*util_spec%.lua:%d+: bad argument #1 to '[%w_.]*fewer_than'", tostring(err))
     end)
 end)

@@ -64,9 +64,6 @@ _M.transient = {
     throttledop = true,
 }
 
---- The client's name for `transient` (its idempotent reads retry on these).
-_M.retryable = _M.transient
-
 --- Errors after which a write may or may not have happened.
 _M.unknown_outcome = {
     connectionloss = true,

@@ -41,6 +41,7 @@ local RECIPES = {
     barrier = "zkcoord.barrier",
     double_barrier = "zkcoord.double_barrier",
     queue = "zkcoord.queue",
+    line = "zkcoord.line",
     work_queue = "zkcoord.work_queue",
     persistent_node = "zkcoord.persistent_node",
     group = "zkcoord.group",

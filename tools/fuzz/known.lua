@@ -20,7 +20,7 @@ local _M = {}
 -- (K2-K6 and K14 have no entry: spec/arguments_spec.lua shows each fix.)
 local KNOWN = {
     {
-        id = "K15", where = "lua/zkcoord/client.lua delete_guaranteed (with K9)", avoided = true,
+        id = "K15", where = "lua/zkcoord/client/nodes.lua delete_guaranteed (with K9)", avoided = true,
         what = "delete_guaranteed(path) with a path above the request limit is sent, the server "
             .. "drops the connection, and the delete is sent again after every reconnect, for "
             .. "ever: the client flaps between connected and suspended (27 state changes in 2 s) "
@@ -35,7 +35,7 @@ local KNOWN = {
             .. "only the last digit of the sequence number, so the line is misordered",
     },
     {
-        id = "K11", where = "lua/zkcoord/client.lua send.create, send.multi",
+        id = "K11", where = "lua/zkcoord/client/ops.lua send.create, send.multi",
         what = "with a chroot, create('/', data, { sequential = true }) (and the same multi op) "
             .. "creates <chroot><seq> next to the chroot, outside the namespace, and returns "
             .. "'0000000001', a path without '/' (libzookeeper maps '/' to the chroot itself)",
@@ -44,7 +44,7 @@ local KNOWN = {
         end,
     },
     {
-        id = "K1", where = "src/queue.c queue_wait", avoided = true,
+        id = "K1", where = "src/completions.c queue_wait", avoided = true,
         what = "a wait of >= ~9.2e18 s: (time_t) overflow gives an invalid timespec, "
             .. "pthread_cond_timedwait fails with EINVAL at once and the loop spins holding the "
             .. "queue mutex, so no event can arrive: the call never returns (100% CPU). Every "
@@ -66,7 +66,7 @@ local KNOWN = {
             .. "the process aborts",
     },
     {
-        id = "K9", where = "lua/zkcoord/client.lua data_arg",
+        id = "K9", where = "lua/zkcoord/client/requests.lua _data_arg",
         what = "only create/set data is size-checked: a 1.1 MB path (get, exists, delete ...) or "
             .. "a multi whose ops together exceed 1 MiB is sent, the server drops the connection "
             .. "(every request in flight fails, reads retry and drop it 5 times) and the call "
@@ -76,7 +76,7 @@ local KNOWN = {
         end,
     },
     {
-        id = "K10", where = "lua/zkcoord/client.lua normalize_acl",
+        id = "K10", where = "lua/zkcoord/client/acl.lua normalize",
         what = "ACL perms strings add up repeated letters: 'rr' becomes 2 (write), 'cdc' 16 "
             .. "(admin), 'aa' 32 (no valid bit): a node gets other permissions than written",
         match = function(class, _, msg)

@@ -1,47 +1,17 @@
---- zkcoord.client.checks: argument checks shared by the client and the
---- recipes (internal). Misuse raises, blaming the first caller outside
---- this library.
+--- zkcoord.client.checks: the client's own argument checks (internal):
+--- self, paths, versions, watch functions, arrays. Misuse raises through
+--- zkcoord.util's raise, blaming the first caller outside this library.
 --
 -- Plain functions on values: none reads a client's fields (check_self
 -- compares a metatable only).
+local util = require "zkcoord.util"
 local type, error, pairs, tostring, getmetatable = type, error, pairs, tostring, getmetatable
 local byte, find = string.byte, string.find
 local client_mt = require("zkcoord.client.class").mt
 
 local _M = {}
 
--- Is `source` (debug.getinfo's) a file of this library (zkcoord/*.lua,
--- zkcoord/wait/*.lua, zkcoord/client/*.lua)? By name, not by the exact
--- directory: one process may load modules through several package.path
--- entries.
-local function our_source(source)
-    return find(source, "zkcoord[/\\][%w_]+%.lua$") ~= nil
-        or find(source, "zkcoord[/\\]wait[/\\][%w_]+%.lua$") ~= nil
-        or find(source, "zkcoord[/\\]client[/\\][%w_]+%.lua$") ~= nil
-end
-
--- The error blames the first caller outside this library: the same check
--- runs from client:create, client:send("create"), recipe constructors and
--- internal paths at different depths, and `level` alone would point inside
--- zkcoord from some of them.
-local function raise(msg, level)
-    local k = (level or 2) + 1
-    while true do
-        local info = debug.getinfo(k, "S")
-        -- C frames (pcall around a user's rule) are passed over too
-        if not info or (info.what ~= "C" and not our_source(info.source)) then
-            break
-        end
-        k = k + 1
-    end
-    error(msg, k)
-end
-_M.raise = raise
-
-local function argerror(n, fname, msg, level)
-    raise(("bad argument #%d to '%s' (%s)"):format(n, fname, msg), (level or 2) + 1)
-end
-_M.argerror = argerror
+local argerror = util.argerror
 
 
 --- Raises unless `self` is a client (a method called with `.`).
@@ -95,14 +65,6 @@ function _M.check_version(v, fname, n)
         argerror(n, fname, "version must be an integer >= -1", 2)
     end
     return v
-end
-
-
-function _M.check_timeout(t, fname, n)
-    if t ~= nil and (type(t) ~= "number" or t ~= t or t < 0) then
-        argerror(n, fname, "timeout must be a non-negative number of seconds or nil", 2)
-    end
-    return t
 end
 
 

@@ -33,6 +33,9 @@ local function new_client(c, q)
         _auth = c.auth,
         _acl = acl.normalize(o.acl, "connect", 1),
         _retry = c.retry,
+        -- the sync reads': at request_timeout, the last try's error
+        _read_retry = { max_tries = c.retry.max_tries, base_delay = c.retry.base_delay,
+                        max_delay = c.retry.max_delay, last_error = true },
         _request_timeout = o.request_timeout or o.session_timeout,
         _log = o.logger or default_logger,
         _q = q,                   -- the C completion queue, which the pump drains

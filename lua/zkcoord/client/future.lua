@@ -6,11 +6,11 @@
 -- is_done. Reads the client only through its contract (waiter,
 -- is_closed, request_timeout).
 local errors = require "zkcoord.errors"
-local checks = require "zkcoord.client.checks"
+local util = require "zkcoord.util"
 local compat = require "zkcoord.compat"
 
 local errname = errors.name
-local argerror = checks.argerror
+local argerror, check_timeout = util.argerror, util.check_timeout
 local type, error, select, getmetatable, setmetatable =
     type, error, select, getmetatable, setmetatable
 local unpack = compat.unpack
@@ -139,7 +139,7 @@ function Future:wait(timeout)
         not_a_future("wait")
     end
     if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
-        argerror(1, "wait", "timeout must be a non-negative number of seconds or nil")
+        check_timeout(timeout, "wait", 1)      -- raises, in the library's one wording
     end
     local r = self.results
     if r then

@@ -16,7 +16,8 @@
 --
 -- The client is one class (zkcoord.client.class); each module below adds
 -- the methods of one concern to it:
---   checks     argument checks (also used by the recipes)
+--   checks     the client's argument checks (paths, versions ...; the
+--              rule that blames the caller is zkcoord.util's)
 --   acl        ACL names and entries
 --   future     the pending-request record and futures
 --   options    the connect options and the waiter they name
@@ -29,6 +30,7 @@
 --   lifecycle  state, listeners, dispatch, contract accessors, close
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
+local util = require "zkcoord.util"
 
 require "zkcoord.client.connect"
 require "zkcoord.client.requests"
@@ -37,11 +39,12 @@ require "zkcoord.client.nodes"
 require "zkcoord.client.lifecycle"
 
 -- Argument checks the recipes share (client.check_path(...) on a client
--- works too: they are fields of the class).
-_M.raise = checks.raise
-_M.argerror = checks.argerror
+-- works too: they are fields of the class). raise, argerror and
+-- check_timeout are zkcoord.util's, the library's one home for them.
+_M.raise = util.raise
+_M.argerror = util.argerror
 _M.check_path = checks.check_path
-_M.check_timeout = checks.check_timeout
+_M.check_timeout = util.check_timeout
 _M.array_length = checks.array_length
 
 return _M

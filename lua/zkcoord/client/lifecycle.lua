@@ -9,11 +9,12 @@
 local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
+local util = require "zkcoord.util"
 local future = require "zkcoord.client.future"
 
 local now = core.now
-local argerror, check_self, check_timeout = checks.argerror, checks.check_self,
-                                            checks.check_timeout
+local argerror, check_timeout = util.argerror, util.check_timeout
+local check_self = checks.check_self
 local complete = future.complete
 local type, pairs, ipairs, next, error = type, pairs, ipairs, next, error
 local min = math.min

@@ -11,7 +11,7 @@ local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
 local ops = require "zkcoord.client.ops"
 
-local errname, retryable = errors.name, errors.retryable
+local errname, transient = errors.name, errors.transient
 local check_self, check_path, check_version = checks.check_self, checks.check_path,
                                               checks.check_version
 local pairs, next = pairs, next
@@ -27,7 +27,7 @@ local function delete_done(p, a)
     local self = a.client
     local e = errname(p.rc)
     if p.rc ~= RC_OK and e ~= "nonode" and e ~= "closed" then
-        if retryable[e] or e == "sessionexpired" then
+        if transient[e] or e == "sessionexpired" then
             self._retry_deletes[a.path] = { a.version, a.persistent, a.serial }
             if self._state == "connected" then self:_resend_deletes() end  -- reconnect handled before us
         else

@@ -15,7 +15,8 @@ local compat = require "zkcoord.compat"
 local C = core.c
 local now = core.now
 local errname = errors.name
-local argerror, check_self, check_path = checks.argerror, checks.check_self, checks.check_path
+local argerror = require("zkcoord.util").argerror
+local check_self, check_path = checks.check_self, checks.check_path
 local check_version, check_fn, array_length = checks.check_version, checks.check_fn,
                                               checks.array_length
 local entry_err, failed_future, composite_future, pack =
@@ -337,14 +338,14 @@ local READS = { exists = true, get = true, children = true, get_acl = true, sync
 --- Contract, for recipes: read `op` (a READS name) as the sync method does,
 --- but give up with "timeout" at `deadline` (nil: the retry policy only).
 function _M:read_until(deadline, op, a, b, c)
-    return self:_retrying_until(deadline, send[op], a, b, c)
+    return self:_read(deadline, self._retry, send[op], a, b, c)
 end
 
 for name, fn in pairs(send) do
     if READS[name] then
         _M[name] = function(self, a, b, c)
             check_self(self, name)
-            return self:_retrying_until(now() + self._request_timeout, fn, a, b, c, true)
+            return self:_read(now() + self._request_timeout, self._read_retry, fn, a, b, c)
         end
     else
         _M[name] = function(self, ...)

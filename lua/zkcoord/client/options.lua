@@ -5,7 +5,8 @@
 -- "bad argument #1 to 'connect' (...)" before anything reaches the C core.
 local checks = require "zkcoord.client.checks"
 
-local argerror, array_length, check_path = checks.argerror, checks.array_length, checks.check_path
+local argerror = require("zkcoord.util").argerror
+local array_length, check_path = checks.array_length, checks.check_path
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local find, concat = string.find, table.concat
 

@@ -3,20 +3,24 @@
 --
 -- Owns `_request` (submit a C core method, record the pending request,
 -- return its future), the registration of the watch a read sets, the size
--- check of a request's data, and the retry loop of idempotent reads
--- (`_retrying_until`, and `read_until` for recipes).
+-- check of a request's data, and the retry of idempotent reads through
+-- util.retry (`_read` for the sync reads and `read_until`; `retry`, the
+-- contract method, for what builds on the client).
 local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
 local _M = require "zkcoord.client.class"
 local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
 local options = require "zkcoord.client.options"
-local argerror = require("zkcoord.client.checks").argerror
+local util = require "zkcoord.util"
+local argerror = util.argerror
 
-local now, random = core.now, core.random
-local errname, retryable = errors.name, errors.retryable
+local now = core.now
+local errname = errors.name
+local retry = util.retry
+local check_self = require("zkcoord.client.checks").check_self
 local new_entry, new_future, failed_future = future.new_entry, future.new, future.failed
-local type, min = type, math.min
+local type = type
 local PACKET_OVERHEAD = options.PACKET_OVERHEAD
 
 local M = {}
@@ -91,47 +95,44 @@ function _M:_packet_size(path, data, acl_entries)
 end
 
 
-local function connected_or_closed(st)
-    return st == "connected" or st == "closed"
+--- Contract, for what builds on the client: util.retry(self, deadline,
+--- policy, fn, ...) with this client's connect-time `retry`
+--- policy: fn again on a transient error (errors.transient), after a
+--- jittered backoff and once connected, until it succeeds, fails
+--- otherwise, max_tries runs out, the client closes (nil, "closed") or
+--- `deadline` (a core.now() time; nil: max_tries alone) passes (nil,
+--- "timeout"). Only for idempotent steps: a write whose outcome is unknown
+--- (errors.unknown_outcome) must not be sent again blindly.
+function _M:retry(deadline, fn, ...)
+    check_self(self, "retry")
+    if deadline ~= nil and type(deadline) ~= "number" then
+        argerror(1, "retry", "deadline must be a number (a zkcoord.now() time) or nil")
+    end
+    if type(fn) ~= "function" then
+        argerror(2, "retry", "fn must be a function, got " .. type(fn))
+    end
+    return retry(self, deadline, self._retry, fn, ...)
 end
 
 
---- Runs `send_op(self, ...)` (which returns a future) again on retryable
---- errors, with jittered exponential backoff, while the client is open.
---- With a `deadline` (core.now() time) every wait ends by then, and a read
---- that has not succeeded by then returns nil, "timeout": a recipe's
---- acquire(t) must not overrun t by the whole retry policy.
---- Fixed arity (a read takes at most path, watch, arg; it returns at most
---- value, stat or nil, err, detail): varargs here would keep LuaJIT from
---- compiling the read path (NYI: VARG).
---- `last_err`: at the deadline, report the last try's error, if any,
---- rather than "timeout" (a sync read bounded by request_timeout).
-function _M:_retrying_until(deadline, send_op, a, b, c, last_err)
-    local rp = self._retry
-    local delay = rp.base_delay
-    local tries = 0
-    local err
-    while true do
-        tries = tries + 1
-        local left = deadline and deadline - now()
-        if left and left <= 0 then
-            return nil, last_err and err or "timeout"
-        end
-        local r1, r3
-        r1, err, r3 = send_op(self, a, b, c):wait(left)
-        if r1 ~= nil or not retryable[err] or tries >= rp.max_tries or self._closed then
-            return r1, err, r3
-        end
-        local pause = delay * (0.5 + random())
-        if deadline then
-            pause = min(pause, deadline - now())
-        end
-        if pause > 0 then
-            self._waiter:sleep(pause)
-        end
-        delay = min(delay * 2, rp.max_delay)
-        self:wait_state(connected_or_closed, deadline and deadline - now())
+-- One try of a read: send_op(self, a, b, c) (a `send` function, which
+-- returns a future) waited on until `deadline`; nil, "timeout" without
+-- sending once it has passed.
+local function read_once(self, deadline, send_op, a, b, c)
+    local left = deadline and deadline - now()
+    if left and left <= 0 then
+        return nil, "timeout"
     end
+    return send_op(self, a, b, c):wait(left)
+end
+
+
+--- Reads through send_op (a `send` function) as the sync methods do: again
+--- on transient errors under `policy` (the client's retry policy), until
+--- `deadline` (nil: the policy only). A read takes at most path, watch,
+--- arg.
+function _M:_read(deadline, policy, send_op, a, b, c)
+    return retry(self, deadline, policy, read_once, self, deadline, send_op, a, b, c)
 end
 
 

@@ -35,7 +35,7 @@ local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
-local type, tonumber, ipairs, select, rawget = type, tonumber, ipairs, select, rawget
+local tonumber, ipairs, select = tonumber, ipairs, select
 local format, match = string.format, string.match
 local min, max = math.min, math.max
 local sort = table.sort
@@ -59,22 +59,12 @@ local function by_seq(x, y)
 end
 
 
--- The watch's upvalue must not live on the waiting coroutine's stack.
--- The blocking waiter resumes a spawned coroutine twice when its event is
--- set in the same turn of run() in which its timed wait falls due (the
--- second time inside its next wait, which then reports a timeout): our
--- timed waits (a turn's idle check) are common, so the waker marks the
--- coroutine woken first, as that waiter's own timeout does.
-local function waker(ev)
-    return function()
-        local co, w = rawget(ev, "co"), rawget(ev, "waiter")
-        local tasks = type(w) == "table" and rawget(w, "tasks")
-        if co and type(tasks) == "table" and type(tasks[co]) == "table" then
-            tasks[co] = true
-        end
-        ev:set()
-    end
-end
+-- The watch's upvalue must not live on the waiting coroutine's stack
+-- (util.waker). Our timed waits (a turn's idle check) often fall due in
+-- the same turn as the watch that sets them: the waiters' contract is that
+-- set() wakes a waiting coroutine once even then, so nothing here reaches
+-- into a waiter.
+local waker = util.waker
 
 
 -- Our entry was written by a head: its value is ours. Deletes the entry.

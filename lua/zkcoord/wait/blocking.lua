@@ -76,6 +76,9 @@ function _M:event()
 end
 
 
+--- Sets the event and wakes whoever waits on it, once: a coroutine whose
+--- timed wait falls due in the same turn of run() is resumed once, and its
+--- wait returns true (the waiters' contract: util.waker relies on it).
 function Event:set()
     if self.is_set then
         return

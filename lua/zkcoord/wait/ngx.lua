@@ -172,6 +172,9 @@ function _M:event()
 end
 
 
+--- Sets the event and wakes whoever waits on it, once (the waiters'
+--- contract: util.waker relies on it): one post of the event's own
+--- semaphore, which a wait that timed out meanwhile never takes.
 function Event:set()
     if not self.is_set then
         self.is_set = true
