@@ -123,6 +123,11 @@ local MAX_WAIT = 86400         -- seconds per semaphore wait
 local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
                                -- in practice; timers and exits kick it
 local TICK = 0.05              -- seconds between ticks while armed
+-- Seconds between peeks at waiting requests' client connections (one
+-- recv() each): the peek only serves requests whose client went away
+-- without lua_check_client_abort; every tick would cost a system call per
+-- waiting request 20 times a second (40 % of a core at 10,000 waiters).
+local PEEK_EVERY = 0.5
 
 _M.sock_dir = "/tmp"
 local counter = 0
@@ -521,6 +526,13 @@ end
 -- a timeout would, and the recipe leaves the line.
 function _M:_reap()
     local exiting = ngx.worker.exiting()
+    local peek = false
+    if client_gone then
+        local t = ngx.now()
+        if t >= (self.next_peek or 0) then
+            peek, self.next_peek = true, t + PEEK_EVERY
+        end
+    end
     for ev in pairs(self.live) do
         if ev.is_set then
             -- Set, but its coroutine may never resume: its request was
@@ -546,7 +558,7 @@ function _M:_reap()
                 if ctx_ref then
                     self:_abandoned(ev.co)
                 end
-            elseif ev.fd and client_gone(ev.fd) then
+            elseif peek and ev.fd and client_gone(ev.fd) then
                 self.live[ev] = nil
                 self.waiting = self.waiting - 1
                 ev.cancelled = true
