@@ -65,19 +65,19 @@ end
 
 --- The value for connect's `wait` option: this scheduler waits for the client.
 function _M:wait_option()
-    return { new = function(client) return self:_waiter(client) end }
+    return { new = function(client, pump) return self:_waiter(client, pump) end }
 end
 
 
-function _M:_waiter(client)
-    local w = setmetatable({ sched = self, client = client, name = "poll",
+function _M:_waiter(client, pump)
+    local w = setmetatable({ sched = self, client = client, pump = pump, name = "poll",
                              inline_callbacks = true, now = now }, waiter_mt)
     self.clients[#self.clients + 1] = client
     return w
 end
 
 
--- Waiter protocol (client.lua calls these) ----------------------------------
+-- Waiter protocol (the client calls these) ----------------------------------
 
 function Waiter:event()
     return setmetatable({ w = self, is_set = false }, event_mt)
@@ -90,7 +90,7 @@ end
 
 
 function Waiter:defer(fn, ...)
-    self.client:_enqueue_callback(fn, ...)
+    self.pump:enqueue_callback(fn, ...)
 end
 
 
