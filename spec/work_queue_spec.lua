@@ -189,6 +189,11 @@ describe("work_queue #zk", function()
             end
             if i == 1 then victim_unacked = last_took end
         end
+        if #dup > 0 then    -- the evidence, for a failure seen once under heavy load
+            for i = 1, 4 do
+                print(("\n[work_queue] consumer %d log:\n%s"):format(i, proc.read_file(clogs[i]) or ""))
+            end
+        end
         assert.same({}, dup)
         local missing = {}
         for p = 1, 3 do
