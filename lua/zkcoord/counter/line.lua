@@ -302,7 +302,7 @@ function _M.add_in_line(self, delta)
     if not node then
         return nil, err, detail
     end
-    local name = node:match("[^/]+$")
+    local name = node:match(".*/(.*)")
     local place = {
         node = node, name = name, myseq = tonumber(select(2, match(name, ENTRY_PARTS))),
         delta = delta, dtext = dtext, w = w, deadline = deadline,

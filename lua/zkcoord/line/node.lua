@@ -309,7 +309,7 @@ end
 -- Takes `node` (created or found) as ours.
 function _M:_adopt(node, stat)
     self._node, self._stat, self._serial = node, stat, self.client:serial()
-    self._name = match(node, "[^/]+$")
+    self._name = match(node, ".*/(.*)")    -- anchored: one pass, not one per position
     self:_register(node)
 end
 
