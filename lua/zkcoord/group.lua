@@ -113,11 +113,8 @@ end
 ---@return table|nil members, string? err
 function _M:members()
     check_self(self, "members")
-    local names, err = self.client:children(self.path)
+    local names, err = util.children(self.client, self.path)
     if not names then
-        if err == "nonode" then
-            return {}
-        end
         return nil, err
     end
     return read_members(self, names)
@@ -144,9 +141,7 @@ end
 ---@return table|nil w, string? err
 function _M:on_change(fn)
     check_self(self, "on_change")
-    if type(fn) ~= "function" then
-        argerror(1, "on_change", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_change")
     local w, err = self.client:watch(self.path, members_watcher(self, fn), { kind = "children" })
     if not w then
         return nil, err
