@@ -89,6 +89,16 @@ end
 local check_fn = _M.check_fn
 
 
+--- Checks that argument #n of `fname` (`what` in the message: "data") is
+--- a string; returns it.
+function _M.check_string(v, fname, n, what)
+    if type(v) ~= "string" then
+        argerror(n, fname, what .. " must be a string, got " .. type(v))
+    end
+    return v
+end
+
+
 --- A listener method's body: checks fn (argument #1 of `fname`), appends
 --- it to the array `list` and returns it (what remove/off methods take).
 function _M.add_fn(list, fn, fname)
