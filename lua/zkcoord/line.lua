@@ -135,6 +135,9 @@ _M.is_driver = drivers.is_driver
 --- the line of `driver` under `parent`. `driver` is what line.driver made,
 --- or (zkcoord.queue's form) an options table { marker =, markers =, rule
 --- =, data =, parents =, persistent = } made into a driver here.
+---@param client table
+---@param parent string the line's parent node
+---@param driver table what line.driver made, or an options table
 ---@param data string? our node's data (default driver.data)
 function _M.new(client, parent, driver, data)
     if getmetatable(client) ~= CLIENT_MT then

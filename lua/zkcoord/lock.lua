@@ -72,6 +72,9 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
+---@param client table
+---@param path string the lock's node
+---@param opts zkcoord.lock_opts?
 ---@param driver table? the line's driver (see the header)
 ---@param pick function? pick(lock) -> driver|nil, before an owner joins (see the header)
 function _M.new(client, path, opts, driver, pick)

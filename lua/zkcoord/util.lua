@@ -128,6 +128,8 @@ end
 --- are all in the array `keys`. Returns the table ({} for nil).
 ---@param opts table|nil
 ---@param keys string[] the known keys, in the order the message lists them
+---@param fname string the checked function's name
+---@param n integer the options argument's position
 function _M.check_opts(opts, keys, fname, n)
     if opts == nil then
         return {}
