@@ -268,7 +268,7 @@ function _M:_read_node(op, sid, watch)
             on_reply(client, self:_send(op, (not data) and watch or nil), function(v, s)
                 if self._cancelled then return end
                 if v ~= nil then
-                    self._armed = sid
+                    if not data then self._armed = sid end
                     return self:_done(v, s)
                 elseif s == "nonode" then
                     return self:_done(nil, nil)   -- and the watch fires: read again
