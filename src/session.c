@@ -313,32 +313,35 @@ static int session_delete(lua_State *L)
 
 #define WATCH_CTX(r) ((void *)(intptr_t)(r)->id)
 
-/* s:exists(path, watch) */
-static int session_exists(lua_State *L)
+/* s:exists(path, watch), s:get(path, watch), s:children(path, watch): the
+ * three reads that may leave a watch share everything but the call. */
+static int watched_read(lua_State *L, int op)
 {
     session *s = open_session(L);
     const char *path = luaL_checkstring(L, 2);
-    int watch = lua_toboolean(L, 3);
+    watcher_fn w = lua_toboolean(L, 3) ? watch_fired : NULL;
     record *r;
+    int rc;
     if (!s)
         return 2;
-    r = new_request(L, s, OP_EXISTS);
-    return submitted(L, r, zoo_awexists(s->zh, path, watch ? watch_fired : NULL,
-                                        WATCH_CTX(r), done_stat, r));
+    r = new_request(L, s, op);
+    if (op == OP_EXISTS)
+        rc = zoo_awexists(s->zh, path, w, WATCH_CTX(r), done_stat, r);
+    else if (op == OP_GET)
+        rc = zoo_awget(s->zh, path, w, WATCH_CTX(r), done_data, r);
+    else
+        rc = zoo_awget_children2(s->zh, path, w, WATCH_CTX(r), done_strings_stat, r);
+    return submitted(L, r, rc);
 }
 
-/* s:get(path, watch) */
+static int session_exists(lua_State *L)
+{
+    return watched_read(L, OP_EXISTS);
+}
+
 static int session_get(lua_State *L)
 {
-    session *s = open_session(L);
-    const char *path = luaL_checkstring(L, 2);
-    int watch = lua_toboolean(L, 3);
-    record *r;
-    if (!s)
-        return 2;
-    r = new_request(L, s, OP_GET);
-    return submitted(L, r, zoo_awget(s->zh, path, watch ? watch_fired : NULL,
-                                     WATCH_CTX(r), done_data, r));
+    return watched_read(L, OP_GET);
 }
 
 /* s:set(path, data, version) */
@@ -356,42 +359,33 @@ static int session_set(lua_State *L)
     return submitted(L, r, zoo_aset(s->zh, path, data, len, version, done_stat, r));
 }
 
-/* s:children(path, watch) */
 static int session_children(lua_State *L)
 {
+    return watched_read(L, OP_CHILDREN);
+}
+
+/* s:sync(path), s:get_acl(path): the two requests that take only a path. */
+static int path_request(lua_State *L, int op)
+{
     session *s = open_session(L);
     const char *path = luaL_checkstring(L, 2);
-    int watch = lua_toboolean(L, 3);
     record *r;
     if (!s)
         return 2;
-    r = new_request(L, s, OP_CHILDREN);
-    return submitted(L, r, zoo_awget_children2(s->zh, path, watch ? watch_fired : NULL,
-                                               WATCH_CTX(r), done_strings_stat, r));
+    r = new_request(L, s, op);
+    if (op == OP_SYNC)
+        return submitted(L, r, zoo_async(s->zh, path, done_string, r));
+    return submitted(L, r, zoo_aget_acl(s->zh, path, done_acl, r));
 }
 
-/* s:sync(path) */
 static int session_sync(lua_State *L)
 {
-    session *s = open_session(L);
-    const char *path = luaL_checkstring(L, 2);
-    record *r;
-    if (!s)
-        return 2;
-    r = new_request(L, s, OP_SYNC);
-    return submitted(L, r, zoo_async(s->zh, path, done_string, r));
+    return path_request(L, OP_SYNC);
 }
 
-/* s:get_acl(path) */
 static int session_get_acl(lua_State *L)
 {
-    session *s = open_session(L);
-    const char *path = luaL_checkstring(L, 2);
-    record *r;
-    if (!s)
-        return 2;
-    r = new_request(L, s, OP_GET_ACL);
-    return submitted(L, r, zoo_aget_acl(s->zh, path, done_acl, r));
+    return path_request(L, OP_GET_ACL);
 }
 
 /* s:set_acl(path, acl, version) */

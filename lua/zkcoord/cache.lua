@@ -205,9 +205,7 @@ end
 --- "added" per node (parents first), then "initialized". Returns fn.
 function _M:on_change(fn)
     check_self(self, "on_change")
-    if type(fn) ~= "function" then
-        argerror(1, "on_change", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_change")
     if self._closed then
         return nil, "closed"
     end

@@ -321,25 +321,15 @@ end
 ---@return string[]|nil ids, string? err
 function _M:participants()
     check_self(self, "participants")
-    local client = self.client
-    local names, err = client:children(self.path)
+    local names, err = util.children(self.client, self.path)
     if not names then
-        if err == "nonode" then
-            return {}
-        end
         return nil, err
     end
-    local fs, out = {}, {}
+    local paths = {}
     for i, n in ipairs(participants(names)) do
-        fs[i] = client:send("get", self.path .. "/" .. n)
+        paths[i] = self.path .. "/" .. n
     end
-    for _, f in ipairs(fs) do
-        local data = f:wait()
-        if data then
-            out[#out + 1] = data
-        end
-    end
-    return out
+    return util.present_data(self.client, paths)
 end
 
 

@@ -224,11 +224,7 @@ end
 --- fn() runs when campaign() wins, before it returns.
 function _M:on_elected(fn)
     check_self(self, "on_elected")
-    if type(fn) ~= "function" then
-        argerror(1, "on_elected", "function expected, got " .. type(fn))
-    end
-    self._elected_fns[#self._elected_fns + 1] = fn
-    return fn
+    return util.add_fn(self._elected_fns, fn, "on_elected")
 end
 
 
@@ -236,11 +232,7 @@ end
 --- node was removed by someone else) or "resigned". is_leader() is false then.
 function _M:on_revoked(fn)
     check_self(self, "on_revoked")
-    if type(fn) ~= "function" then
-        argerror(1, "on_revoked", "function expected, got " .. type(fn))
-    end
-    self._revoked_fns[#self._revoked_fns + 1] = fn
-    return fn
+    return util.add_fn(self._revoked_fns, fn, "on_revoked")
 end
 
 

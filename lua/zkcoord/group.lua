@@ -78,9 +78,7 @@ end
 ---@return table|true|nil stat, string? err
 function _M:set(data)
     check_self(self, "set")
-    if type(data) ~= "string" then
-        argerror(1, "set", "data must be a string, got " .. type(data))
-    end
+    util.check_string(data, "set", 1, "data")
     self.data = data
     if not self._node then
         return true       -- used at join()
@@ -113,11 +111,8 @@ end
 ---@return table|nil members, string? err
 function _M:members()
     check_self(self, "members")
-    local names, err = self.client:children(self.path)
+    local names, err = util.children(self.client, self.path)
     if not names then
-        if err == "nonode" then
-            return {}
-        end
         return nil, err
     end
     return read_members(self, names)
@@ -144,9 +139,7 @@ end
 ---@return table|nil w, string? err
 function _M:on_change(fn)
     check_self(self, "on_change")
-    if type(fn) ~= "function" then
-        argerror(1, "on_change", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_change")
     local w, err = self.client:watch(self.path, members_watcher(self, fn), { kind = "children" })
     if not w then
         return nil, err

@@ -65,10 +65,10 @@
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
 -- line/node.lua (our own node). zkcoord.queue is an alias of this module.
--- NOTE: enter() and _decide() stay in this file: an argument error raised
--- inside a rule (a rule maker passed uncalled) climbs through them, and
--- client.raise passes over frames of zkcoord/<name>.lua and zkcoord/wait/
--- only, so from line/*.lua it would blame the engine, not the caller.
+-- An argument error raised inside a rule (a rule maker passed uncalled)
+-- climbs through enter() and _decide(); util.raise passes over the frames
+-- of every library file, line/*.lua included (util.SUBDIRS), so it blames
+-- the caller wherever the engine's parts live.
 local core = require "zkcoord.core"
 local client_mod = require "zkcoord.client"
 local drivers = require "zkcoord.line.driver"
@@ -135,6 +135,9 @@ _M.is_driver = drivers.is_driver
 --- the line of `driver` under `parent`. `driver` is what line.driver made,
 --- or (zkcoord.queue's form) an options table { marker =, markers =, rule
 --- =, data =, parents =, persistent = } made into a driver here.
+---@param client table
+---@param parent string the line's parent node
+---@param driver table what line.driver made, or an options table
 ---@param data string? our node's data (default driver.data)
 function _M.new(client, parent, driver, data)
     if getmetatable(client) ~= CLIENT_MT then
@@ -190,11 +193,8 @@ end
 --- The current participants (one children() round trip).
 function _M:entries()
     check_self(self, "entries")
-    local names, err = self.client:children(self.path)
+    local names, err = util.children(self.client, self.path)
     if not names then
-        if err == "nonode" then
-            return {}
-        end
         return nil, err
     end
     return self:parse(names)
@@ -207,22 +207,15 @@ end
 ---@return string[]|nil data, string? err
 function _M:participants()
     check_self(self, "participants")
-    local client = self.client
     local entries, err = self:entries()
     if not entries then
         return nil, err
     end
-    local fs, out = {}, {}
+    local paths = {}
     for i, e in ipairs(entries) do
-        fs[i] = client:send("get", e.path)
+        paths[i] = e.path
     end
-    for _, f in ipairs(fs) do
-        local data = f:wait()
-        if data then
-            out[#out + 1] = data
-        end
-    end
-    return out
+    return util.present_data(self.client, paths)
 end
 
 
@@ -246,9 +239,7 @@ end
 ---@return table|nil w, string? err
 function _M:watch_line(fn)
     check_self(self, "watch_line")
-    if type(fn) ~= "function" then
-        argerror(1, "watch_line", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "watch_line")
     return self.client:watch(self.path, function(names)
         local entries = self:parse(names or EMPTY)
         fn(entries, self._name and index_of(entries, self._name), self)
@@ -311,9 +302,7 @@ end
 --- through already.
 function _M:on_lost(fn, arg)
     check_self(self, "on_lost")
-    if type(fn) ~= "function" then
-        argerror(1, "on_lost", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_lost")
     local fns = self._lost_fns
     if arg == nil then
         arg = false    -- keep the fn/arg pairs dense

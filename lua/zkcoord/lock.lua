@@ -72,6 +72,9 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
+---@param client table
+---@param path string the lock's node
+---@param opts zkcoord.lock_opts?
 ---@param driver table? the line's driver (see the header)
 ---@param pick function? pick(lock) -> driver|nil, before an owner joins (see the header)
 function _M.new(client, path, opts, driver, pick)
@@ -294,10 +297,7 @@ end
 --- or "deleted". held() is already false then.
 function _M:on_lost(fn)
     check_self(self, "on_lost")
-    if type(fn) ~= "function" then
-        argerror(1, "on_lost", "function expected, got " .. type(fn))
-    end
-    self._lost_fns[#self._lost_fns + 1] = fn
+    util.add_fn(self._lost_fns, fn, "on_lost")
     -- Holds granted before: watch their nodes from now on.
     for _, h in pairs(self._holds) do
         if not h.watched then
@@ -316,10 +316,7 @@ end
 --- before acquire: the node's data is watched only while someone listens.
 function _M:on_revoke(fn)
     check_self(self, "on_revoke")
-    if type(fn) ~= "function" then
-        argerror(1, "on_revoke", "function expected, got " .. type(fn))
-    end
-    self._revoke_fns[#self._revoke_fns + 1] = fn
+    util.add_fn(self._revoke_fns, fn, "on_revoke")
     for _, h in pairs(self._holds) do
         if not h.revoke_watched then
             h.revoke_watched = true

@@ -129,11 +129,7 @@ end
 --- fn(reason, path) when one of the held locks is lost.
 function _M:on_lost(fn)
     check_self(self, "on_lost")
-    if type(fn) ~= "function" then
-        argerror(1, "on_lost", "function expected, got " .. type(fn))
-    end
-    self._lost_fns[#self._lost_fns + 1] = fn
-    return fn
+    return util.add_fn(self._lost_fns, fn, "on_lost")
 end
 
 

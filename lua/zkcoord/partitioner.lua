@@ -242,9 +242,7 @@ end
 --- fn(owned) now and whenever the partitions we own change.
 function _M:on_change(fn)
     check_self(self, "on_change")
-    if type(fn) ~= "function" then
-        argerror(1, "on_change", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_change")
     self._fns[#self._fns + 1] = fn
     util.call(self.client, fn, "partitioner on_change", self:owned())
     return fn

@@ -290,9 +290,7 @@ end
 ---@return table|nil stat, string? err
 function _M:set(data)
     check_self(self, "set")
-    if type(data) ~= "string" then
-        argerror(1, "set", "data must be a string, got " .. type(data))
-    end
+    util.check_string(data, "set", 1, "data")
     self.data = data
     if self._q then
         self._q.data = data

@@ -256,11 +256,7 @@ end
 --- fn(reason) runs when a held lease is lost: "sessionexpired" or "deleted".
 function Lease:on_lost(fn)
     check_lease(self, "on_lost")
-    if type(fn) ~= "function" then
-        argerror(1, "on_lost", "function expected, got " .. type(fn))
-    end
-    self._lost_fns[#self._lost_fns + 1] = fn
-    return fn
+    return util.add_fn(self._lost_fns, fn, "on_lost")
 end
 
 

@@ -79,6 +79,35 @@ end
 local argerror = _M.argerror
 
 
+--- Checks that argument #n (default 1) of `fname` is a function; returns it.
+function _M.check_fn(fn, fname, n)
+    if type(fn) ~= "function" then
+        argerror(n or 1, fname, "function expected, got " .. type(fn))
+    end
+    return fn
+end
+local check_fn = _M.check_fn
+
+
+--- Checks that argument #n of `fname` (`what` in the message: "data") is
+--- a string; returns it.
+function _M.check_string(v, fname, n, what)
+    if type(v) ~= "string" then
+        argerror(n, fname, what .. " must be a string, got " .. type(v))
+    end
+    return v
+end
+
+
+--- A listener method's body: checks fn (argument #1 of `fname`), appends
+--- it to the array `list` and returns it (what remove/off methods take).
+function _M.add_fn(list, fn, fname)
+    check_fn(fn, fname)
+    list[#list + 1] = fn
+    return fn
+end
+
+
 --- A check that `self` is an instance of metatable `mt`, for the methods
 --- of one kind of object: check(self, "wait") raises "'wait' must be called
 --- on a <noun> (use <var>:wait(...))" at the method's caller.
@@ -99,6 +128,8 @@ end
 --- are all in the array `keys`. Returns the table ({} for nil).
 ---@param opts table|nil
 ---@param keys string[] the known keys, in the order the message lists them
+---@param fname string the checked function's name
+---@param n integer the options argument's position
 function _M.check_opts(opts, keys, fname, n)
     if opts == nil then
         return {}
@@ -167,6 +198,36 @@ function _M.wait_connected(client, deadline)
             return ok, err
         end
     end
+end
+
+
+--- The children of `path` (one round trip); a missing `path` lists as
+--- empty, since a recipe's parent node appears with its first member.
+---@return string[]|nil names, string? err
+function _M.children(client, path)
+    local names, err = client:children(path)
+    if not names and err == "nonode" then
+        return {}
+    end
+    return names, err
+end
+
+
+--- The data of the nodes at `paths` that answer, in order, read in one
+--- pipelined round trip; a node that is gone meanwhile is skipped.
+---@return string[] data
+function _M.present_data(client, paths)
+    local fs, out = {}, {}
+    for i, p in ipairs(paths) do
+        fs[i] = client:send("get", p)
+    end
+    for _, f in ipairs(fs) do
+        local data = f:wait()
+        if data then
+            out[#out + 1] = data
+        end
+    end
+    return out
 end
 
 

@@ -75,9 +75,7 @@ function _M.new(client, path, fn, opts)
         util.argerror(1, "watch", "a zkcoord client expected")
     end
     client.check_path(path, "watch", 1)
-    if type(fn) ~= "function" then
-        util.argerror(2, "watch", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "watch", 2)
     opts = util.check_opts(opts, OPT_KEYS, "watch", 3)
     local kind = opts.kind or "data"
     if kind ~= "data" and kind ~= "children" then
@@ -227,11 +225,7 @@ function _M:_read()
         self._synced = sid
     end
     local watch = self._armed ~= sid and self._on_event or nil
-    if self.kind == "data" then
-        self:_read_data(sid, watch)
-    else
-        self:_read_children(sid, watch)
-    end
+    self:_read_node(self.kind == "data" and "get" or "children", sid, watch)
 end
 
 
@@ -242,19 +236,22 @@ function _M:_send(op, watch)
 end
 
 
-function _M:_read_data(sid, watch)
+-- One read of the node with `op` ("get" or "children"), watched when
+-- `watch` is set. A missing node is watched with exists(), which fires
+-- when it is created.
+function _M:_read_node(op, sid, watch)
     local client = self.client
-    on_reply(client, self:_send("get", watch), function(data, stat)
+    local data = op == "get"
+    on_reply(client, self:_send(op, watch), function(value, stat)
         if self._cancelled then return end
-        if data ~= nil then
+        if value ~= nil then
             if watch then self._armed = sid end
-            return self:_done(data, stat)
+            return self:_done(value, stat)
         elseif stat ~= "nonode" then
             return self:_failed(stat)
         elseif not watch then
             return self:_done(nil, nil)
         end
-        -- Missing: an exists() watch fires when it is created.
         on_reply(client, self:_send("exists", watch), function(st, err)
             if self._cancelled then return end
             if st == false then
@@ -263,52 +260,18 @@ function _M:_read_data(sid, watch)
             elseif not st then
                 return self:_failed(err)
             end
-            -- Created in between: the exists() watch is set on the live
-            -- node now (it fires on change and delete too); read its data.
-            self._armed = sid
-            on_reply(client, self:_send("get", nil), function(d, s)
+            -- Created in between. For data the exists() watch is set on the
+            -- live node now (it fires on change and delete too): read its
+            -- data unwatched. Child events need a children() watch (the
+            -- exists() one stays set and may fire once more).
+            if data then self._armed = sid end
+            on_reply(client, self:_send(op, (not data) and watch or nil), function(v, s)
                 if self._cancelled then return end
-                if d ~= nil then
-                    return self:_done(d, s)
+                if v ~= nil then
+                    if not data then self._armed = sid end
+                    return self:_done(v, s)
                 elseif s == "nonode" then
                     return self:_done(nil, nil)   -- and the watch fires: read again
-                end
-                return self:_failed(s)
-            end)
-        end)
-    end)
-end
-
-
-function _M:_read_children(sid, watch)
-    local client = self.client
-    on_reply(client, self:_send("children", watch), function(names, stat)
-        if self._cancelled then return end
-        if names ~= nil then
-            if watch then self._armed = sid end
-            return self:_done(names, stat)
-        elseif stat ~= "nonode" then
-            return self:_failed(stat)
-        elseif not watch then
-            return self:_done(nil, nil)
-        end
-        on_reply(client, self:_send("exists", watch), function(st, err)
-            if self._cancelled then return end
-            if st == false then
-                self._armed = sid
-                return self:_done(nil, nil)
-            elseif not st then
-                return self:_failed(err)
-            end
-            -- Created in between: a children() watch is needed for child
-            -- events (the exists() one stays set and may fire once more).
-            on_reply(client, self:_send("children", watch), function(n, s)
-                if self._cancelled then return end
-                if n ~= nil then
-                    self._armed = sid
-                    return self:_done(n, s)
-                elseif s == "nonode" then
-                    return self:_done(nil, nil)   -- the exists() watch fires: read again
                 end
                 return self:_failed(s)
             end)

@@ -77,9 +77,7 @@ end
 ---@return true|nil ok, string? err
 function _M:put(data, opts)
     check_self(self, "put")
-    if type(data) ~= "string" then
-        argerror(1, "put", "data must be a string, got " .. type(data))
-    end
+    util.check_string(data, "put", 1, "data")
     opts = util.check_opts(opts, PUT_KEYS, "put", 2)
     local prio = opts.priority or DEFAULT_PRIORITY
     if type(prio) ~= "number" or prio % 1 ~= 0 or prio < 0 or prio > 999 then

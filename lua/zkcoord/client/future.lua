@@ -10,7 +10,7 @@ local util = require "zkcoord.util"
 local compat = require "zkcoord.compat"
 
 local errname = errors.name
-local argerror, check_timeout = util.argerror, util.check_timeout
+local check_timeout = util.check_timeout
 local type, error, select, getmetatable, setmetatable =
     type, error, select, getmetatable, setmetatable
 local unpack = compat.unpack
@@ -175,9 +175,7 @@ function Future:on_done(fn)
     if getmetatable(self) ~= future_mt then
         not_a_future("on_done")
     end
-    if type(fn) ~= "function" then
-        argerror(1, "on_done", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "on_done")
     local p = self.entry
     if p and not p.done then
         p.late = function()

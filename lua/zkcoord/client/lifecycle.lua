@@ -65,20 +65,13 @@ end
 --- `remove_listener` takes.
 function _M:on_state(fn)
     check_self(self, "on_state")
-    if type(fn) ~= "function" then
-        argerror(1, "on_state", "function expected")
-    end
-    local l = self._listeners
-    l[#l + 1] = fn
-    return fn
+    return util.add_fn(self._listeners, fn, "on_state")
 end
 
 
 function _M:remove_listener(fn)
     check_self(self, "remove_listener")
-    if type(fn) ~= "function" then
-        argerror(1, "remove_listener", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "remove_listener")
     for i, f in ipairs(self._listeners) do
         if f == fn then
             table.remove(self._listeners, i)
@@ -119,9 +112,7 @@ end
 --- the thread. Drive them with client:run(). In nginx: ngx.thread.spawn.
 function _M:spawn(fn, ...)
     check_self(self, "spawn")
-    if type(fn) ~= "function" then
-        argerror(1, "spawn", "function expected, got " .. type(fn))
-    end
+    util.check_fn(fn, "spawn")
     local w = self._waiter
     if not w.spawn then
         error("this client's waiter cannot spawn coroutines", 2)

@@ -132,6 +132,23 @@ function send.delete(self, path, version)
 end
 
 
+-- The send function of a read that may leave a watch (exists, get,
+-- children): `watch`, when given, runs when it fires, with `arg` after the
+-- event where the operation takes one (exists).
+local function watched_read(op, finish, takes_arg)
+    return function(self, path, watch, arg)
+        check_path(path, op, 1)
+        check_fn(watch, op, 2)
+        if not takes_arg then
+            arg = nil
+        end
+        local fut = self:_request(finish, op, path, watch ~= nil)
+        self:_register_watch(fut, watch, path, op, arg)
+        return fut
+    end
+end
+
+
 local function finish_exists(p)
     if p.rc == RC_OK then
         return p.stat
@@ -142,13 +159,7 @@ local function finish_exists(p)
 end
 
 
-function send.exists(self, path, watch, arg)
-    check_path(path, "exists", 1)
-    check_fn(watch, "exists", 2)
-    local fut = self:_request(finish_exists, "exists", path, watch ~= nil)
-    self:_register_watch(fut, watch, path, "exists", arg)
-    return fut
-end
+send.exists = watched_read("exists", finish_exists, true)
 
 
 local function finish_get(p)
@@ -159,13 +170,7 @@ local function finish_get(p)
 end
 
 
-function send.get(self, path, watch)
-    check_path(path, "get", 1)
-    check_fn(watch, "get", 2)
-    local fut = self:_request(finish_get, "get", path, watch ~= nil)
-    self:_register_watch(fut, watch, path, "get")
-    return fut
-end
+send.get = watched_read("get", finish_get)
 
 
 local function finish_set(p)
@@ -197,13 +202,7 @@ local function finish_children(p)
 end
 
 
-function send.children(self, path, watch)
-    check_path(path, "children", 1)
-    check_fn(watch, "children", 2)
-    local fut = self:_request(finish_children, "children", path, watch ~= nil)
-    self:_register_watch(fut, watch, path, "children")
-    return fut
-end
+send.children = watched_read("children", finish_children)
 
 
 function send.sync(self, path)

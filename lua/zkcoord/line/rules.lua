@@ -75,6 +75,18 @@ function _M.at_most(n)
 end
 
 
+-- The first entry from index `from` to `to` (by `step`) whose marker is
+-- in `set`: the one to watch; true (through) when there is none.
+local function first_marked(entries, from, to, step, set)
+    for i = from, to, step do
+        if set[entries[i].marker] then
+            return entries[i]
+        end
+    end
+    return true
+end
+
+
 --- Through when no lower entry carries `marker` (or one of the markers
 --- given: none_below("__WRIT__", "lock-")), a reader behind writers;
 --- watches the last such entry: the one that must go last.
@@ -84,12 +96,7 @@ function _M.none_below(...)
         set[select(i, ...)] = true
     end
     return function(entries, me)
-        for i = me - 1, 1, -1 do
-            if set[entries[i].marker] then
-                return entries[i]
-            end
-        end
-        return true
+        return first_marked(entries, me - 1, 1, -1, set)
     end
 end
 
@@ -98,16 +105,12 @@ end
 --- node just below ours, or that entry (rwlock's writer behind a
 --- downgraded reader, whose node sorts above it).
 function _M.first_none_above(marker)
+    local set = { [marker] = true }
     return function(entries, me)
         if me > 1 then
             return entries[me - 1]
         end
-        for i = me + 1, #entries do
-            if entries[i].marker == marker then
-                return entries[i]
-            end
-        end
-        return true
+        return first_marked(entries, me + 1, #entries, 1, set)
     end
 end
 
