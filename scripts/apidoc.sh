@@ -14,6 +14,17 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src"
 cp -r lua/zkcoord "$work/src/"
 find "$work/src" -name '*.so' -delete
+# Parts with no public items of their own (their methods are documented on
+# the class they join: cache.lua, the client's modules) and the old name of
+# zkcoord.line: LDoc would list them as empty modules.
+for f in cache/delivery cache/events cache/loader cache/tree client/class queue; do
+  rm -f "$work/src/zkcoord/$f.lua"
+done
+# The client is one class spread over client/*.lua: LDoc reads them as one
+# file, the page of zkcoord.client (init.lua's header first).
+( cd "$work/src/zkcoord/client" &&
+  cat init.lua $(ls *.lua | grep -v '^init\.lua$') >../client.lua ) &&
+  rm -rf "$work/src/zkcoord/client"
 # Reference for what the sources generate (the client's operations).
 cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
 # ---@tag opening a comment  ->  --- @tag, a doc comment of its own
