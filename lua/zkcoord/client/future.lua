@@ -48,11 +48,12 @@ end
 
 
 --- Completes `p` with a reply: wakes the caller waiting for it, or hands
---- it to its late handler through `waiter:defer`.
+--- it to its late handler through `waiter:defer` (also when the caller's
+--- wait was abandoned: its coroutine is gone).
 function _M.complete(p, rc, value, stat, extra, waiter)
     p.done = true
     p.rc, p.value, p.stat, p.extra = rc, value, stat, extra
-    if p.ev then
+    if p.ev and not p.ev.abandoned then
         p.ev:set()
     elseif p.late then
         waiter:defer(p.late, p, p.ctx)
@@ -119,7 +120,9 @@ end
 local function await(client, p, timeout)
     if not p.done then
         local ev = client:waiter():event()
-        p.ev = ev
+        -- ev.entry: a waiter whose caller is gone (an aborted nginx
+        -- request) hands the record to its late handler (abandon below).
+        p.ev, ev.entry = ev, p
         ev:wait(timeout)
         p.ev = false
         if not p.done then

@@ -357,11 +357,13 @@ local function create_once(self, deadline, try)
     -- what it may have created when the reply was lost.
     fc:on_late(delete_late_create, { q = self, prefix = prefix })
     local node, stat = fc:wait(self:_reply_wait(deadline))
-    local names = fl:wait(self:_reply_wait(deadline))
     if node then
+        -- Ours before the next wait: a caller that never comes back from it
+        -- (an aborted nginx request) still has its node deleted.
         self:_adopt(node, stat)
-        return true, names
+        return true, fl:wait(self:_reply_wait(deadline))
     end
+    fl:wait(self:_reply_wait(deadline))
     local err = stat
     if client:is_closed() and err ~= "nonode" then
         return nil, "closed"

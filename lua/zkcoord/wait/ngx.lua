@@ -115,6 +115,7 @@ local NO_WAIT = {
 }
 
 local arm   -- arm(waiter): the ticker, below
+local abandon   -- abandon(waiter, ev, was_set): a waiter whose coroutine is gone
 
 local FOREVER = 365 * 24 * 3600
 -- ngx.semaphore and cosockets take milliseconds as a C int: longer waits
@@ -520,6 +521,23 @@ function _M:_pump_loop()
 end
 
 
+-- An event whose coroutine is gone: the reply it waited for goes to the
+-- request's late handler, as for a caller that gave up (a create's deletes
+-- the node it made), and the positions the coroutine waited in leave.
+function abandon(self, ev, was_set)
+    ev.abandoned = true
+    local p = ev.entry
+    if was_set and p and p.done and p.late then
+        local late = p.late
+        p.late = nil
+        self:defer(late, p, p.ctx)
+    end
+    if ctx_ref and ev.co then
+        self:_abandoned(ev.co)
+    end
+end
+
+
 -- Waiters whose coroutine is gone (request aborted, thread killed) while
 -- blocked: their semaphore has no waiter and was never posted.
 -- A waiter whose client closed its connection is woken: its wait fails as
@@ -546,8 +564,8 @@ function _M:_reap()
                 if exiting or stale then
                     self.live[ev] = nil
                     self.waiting = self.waiting - 1
-                    if stale and ctx_ref and ev.co then
-                        self:_abandoned(ev.co)
+                    if stale then
+                        abandon(self, ev, true)
                     end
                 end
             end
@@ -555,9 +573,7 @@ function _M:_reap()
             if ev.sema:count() >= 0 then
                 self.live[ev] = nil
                 self.waiting = self.waiting - 1
-                if ctx_ref then
-                    self:_abandoned(ev.co)
-                end
+                abandon(self, ev, false)
             elseif peek and ev.fd and client_gone(ev.fd) then
                 self.live[ev] = nil
                 self.waiting = self.waiting - 1
