@@ -991,7 +991,8 @@ describe("ngx #zk #ngx", function()
             return lock_children(admin, root .. "/ab2") == 1
         end, 3)
         local took = proc.now() - t0
-        assert.truthy(gone, "the aborted request's node is still there 3 s after the abort\n" .. A:log_tail(60))
+        assert.truthy(gone, "the aborted request's node is still there 3 s after the abort\n"
+                            .. A:log_tail(60))
         assert(holder:release())
         local status, body = A:get("/lock?name=ab2&hold=0&timeout=5")
         assert.are.equal(200, status, body)
