@@ -353,6 +353,29 @@ describe("counter #zk", function()
         assert.equal(6, b:get())
     end)
 
+    it("fair: a turn ended by the next in line before it wrote: the add queues again", function()
+        -- The next in line deletes an idle head's entry, then writes as the
+        -- head. An add of the old head that lands in between (its version
+        -- still current) fails only on its entry, whose delete rides in the
+        -- same multi as the counter's set: nothing was written, queue again.
+        local a, b = c1:counter("/e", { turn = 0.2 }), c2:counter("/e", { turn = 0.2 })
+        assert.equal(1, a:add(1))
+        assert.equal(2, b:add(1))
+        assert.equal(3, a:add(1))      -- lost race: queued, head, its turn begins
+        local names = assert(c1:children("/e"))
+        assert.equal(1, #names)
+        assert(c2:delete("/e/" .. names[1], 1))    -- what the next in line does
+        c1:waiter():sleep(0.25)        -- past the turn's end: a's next add ends it
+        local v, err, detail = a:add(1)
+        assert.equal(4, v, tostring(err) .. " " .. tostring(detail))
+        assert.equal(4, b:get())
+        -- queued again and head at once: a new entry, in its turn
+        local now = assert(c1:children("/e"))
+        assert.equal(1, #now)
+        assert.not_equal(names[1], now[1])
+        assert.equal("t", (c1:get("/e/" .. now[1])))
+    end)
+
     it("gives up with timeout after max_tries lost races", function()
         local a = c1:counter("/n", { max_tries = 1, fair = false })
         local b = c2:counter("/n")

@@ -375,6 +375,14 @@ function _M.add_in_turn(self, compute)
             return new
         end
         cas_err = results and results[1] and results[1].err
+        local entry_err = results and results[2] and results[2].err
+        if entry_err and entry_err ~= "runtimeinconsistency" then
+            -- Our entry, not the counter, failed the multi: the next in
+            -- line ended our turn (deleted it) and is about to write as the
+            -- head. Nothing was written: queue behind it.
+            self._turn, self._version = nil, nil
+            return nil, nil, "line"
+        end
     end
     self._turn, self._version = nil, nil
     client:delete_guaranteed(turn.node, 1)    -- if it is still there, in our turn
