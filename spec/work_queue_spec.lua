@@ -3,6 +3,7 @@
 -- consumer processes with one consumer SIGKILLed.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 local PRODUCER = [[
 local zkcoord = require "zkcoord"
@@ -30,6 +31,22 @@ while true do
     local ok, aerr = item:ack()
     io.stdout:write(ok and "ack " or "ackfail ", item.data, " ", tostring(aerr), "\n")
 end
+c:close()
+]]
+
+-- Connects through `hosts` (a proxy), puts "first", says "ready", puts
+-- "once" when the file `go` exists, and logs what that put returned.
+local ONE_PUT = [[
+local zkcoord = require "zkcoord"
+local hosts, path, go = ...
+io.stdout:setvbuf("line")
+local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
+local q = c:work_queue(path)
+assert(q:put("first"))
+io.stdout:write("ready\n")
+while not io.open(go) do c:waiter():sleep(0.01) end
+local ok, err = q:put("once")
+io.stdout:write("put ", tostring(ok), " ", tostring(err), "\n")
 c:close()
 ]]
 
@@ -133,6 +150,62 @@ describe("work_queue #zk", function()
         assert.equal("ours", assert(q:take(1)).data)
         assert.same({ nil, "timeout" }, { q:take(0) })
         assert.truthy(c:exists("/k/taken/entry-001-0000000002"))
+    end)
+
+    it("a put whose reply was lost is not put again when its item was acked meanwhile", function()
+        -- The producer's replies are held back DELAY s by a proxy: its put
+        -- reaches the server, a consumer takes and acks the item, then the
+        -- connection is cut before the put's reply came back. The producer
+        -- reconnects in the same session and must find that its put
+        -- happened, though the item is gone.
+        local DELAY = 1.5
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local plog = ("%s/wq-put-%d.log"):format(zk.tmpdir(), proc.getpid())
+        local go = plog .. ".go"
+        os.remove(plog)
+        os.remove(go)
+        local pid = assert(zk.spawn_lua(ONE_PUT, { proxy.hosts, root .. "/lost", go }, plog))
+        pids[#pids + 1] = pid
+        assert.truthy(zk.wait_until(function()
+            return (proc.read_file(plog) or ""):find("ready") ~= nil
+        end, 20), "the producer did not connect: " .. (proc.read_file(plog) or ""))
+        local q = c:work_queue("/lost")
+        assert.is_true(assert(q:take(5)):ack())    -- "first"
+        assert(proxy:delay(DELAY))
+        local t0 = proc.now()
+        assert(proc.write_file(go, "go"))
+        local item = assert(q:take(10))
+        assert.equal("once", item.data)
+        assert.is_true(item:ack())
+        assert(proxy:pass())
+        assert(proxy:cut())
+        -- the put's reply (due 2 * DELAY after go at the earliest) was still held
+        local cut_at = proc.now() - t0
+        assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
+        assert.truthy(proc.wait_exit(pid, 30), "the producer did not finish")
+        assert.equal("put true nil", (proc.read_file(plog) or ""):match("put [^\n]*"))
+        -- put once, acked once: nothing is left to take
+        assert.equal(0, q:len())
+        assert.same({ nil, "timeout" }, { q:take(0.5) })
+    end)
+
+    it("a put that timed out is undone when its reply comes late", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local slow = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        local q = slow:work_queue("/late")
+        assert.is_true(q:put("first"))
+        assert.is_true(assert(other:work_queue("/late"):take(5)):ack())
+        assert(proxy:delay(1))
+        assert.same({ nil, "timeout" }, { q:put("late", { timeout = 0.5 }) })
+        -- the put reaches the server, its reply comes after we gave up: undone
+        assert.truthy(zk.wait_until(function() return other:work_queue("/late"):len() == 1 end,
+                                    5, slow), "the put never reached the server")
+        assert.truthy(zk.wait_until(function() return other:work_queue("/late"):len() == 0 end,
+                                    10, slow), "the late item stayed")
+        assert.truthy(zk.wait_until(function() return #assert(other:children("/late/puts")) == 0 end,
+                                    10, slow), "the late receipt stayed")
     end)
 
     it("raises on bad arguments", function()

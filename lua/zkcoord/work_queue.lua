@@ -8,9 +8,17 @@
 --
 -- Node layout (kazoo's LockingQueue, so kazoo consumers take our items and
 -- we take theirs): items are persistent-sequential nodes under
--- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq> (protected: a
--- put whose reply was lost is found again, never doubled) or kazoo's
--- entry-<priority>-<seq>, both read. A consumer claims an item by creating
+-- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq>, or kazoo's
+-- entry-<priority>-<seq>, both read. A put is one multi: the item and its
+-- receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the putting
+-- session, deleted once the put is known to have happened. A put whose
+-- reply was lost asks the receipt, once connected again: only we delete
+-- it, so it is there exactly when the put happened, even when a consumer
+-- took and acked the item meanwhile (a put that looked for its item
+-- instead would not find it then, and put it twice). Only when the session
+-- ended with the put in flight does the put look for its item by its uuid,
+-- and put it again if it is not there (it may have been acked already:
+-- the one case where an item may be delivered twice). A consumer claims an item by creating
 -- the ephemeral <path>/taken/<item name> (data: its id); ack() deletes
 -- claim and item in one multi, release() the claim. A consumer whose
 -- session ends loses its claims, and their items go back to the queue.
@@ -21,21 +29,20 @@
 -- trip, pipelined); a new item or a claim going wakes it. Every waiting
 -- consumer wakes on every change: consumers are few next to items.
 --
--- Connection loss ("suspended"): claims and items stay; take() waits for
+-- Connection loss ("suspended"): claims, items and receipts stay; take() waits for
 -- the connection within its timeout. Session loss ("lost"): our claims are
 -- gone; item:ack() and item:release() on them return nil, "lost".
-local queue = require "zkcoord.queue"
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 -- A claim's create whose reply was lost may have happened: look before retrying.
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
-local now = core.now
+local now, uuid = core.now, core.uuid
 local type, ipairs, tostring, tonumber = type, ipairs, tostring, tonumber
 local setmetatable = setmetatable
-local match, format, sort = string.match, string.format, table.sort
+local match, format, sub, sort = string.match, string.format, string.sub, table.sort
 local argerror, remaining, retry = util.argerror, util.remaining, util.retry
-local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+local UNTIL_DEADLINE, MAX_RACES = util.UNTIL_DEADLINE, util.MAX_RACES
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -67,8 +74,119 @@ function _M.new(client, path, opts)
         path = path,
         entries = base .. "/entries",
         taken = base .. "/taken",
+        puts = base .. "/puts",
         id = opts.id or util.default_id(),
     }, mt)
+end
+
+
+-- Once connected again in session `sid` (never, if it ends first): fn().
+-- For what a write whose outcome we never learnt may have left behind.
+local function when_back(client, sid, fn)
+    local listener
+    local function try(state)
+        if client:session_id() ~= sid or state == "closed" or state == "lost" then
+            client:remove_listener(listener)
+        elseif state == "connected" then
+            client:remove_listener(listener)
+            fn()
+        end
+    end
+    listener = client:on_state(try)
+    try(client:state())
+end
+
+
+-- A put we gave up on ("timeout") is undone if it happened after all: its
+-- item (found by the uuid prefix when the reply was lost) and its receipt
+-- deleted, as the caller was told it failed.
+local function undo_put(self, sid, prefix, receipt, made, err)
+    local client = self.client
+    if made then
+        client:delete_guaranteed(made[1].path, nil, true)
+        client:delete_guaranteed(receipt)
+    elseif unknown_outcome[err] then
+        when_back(client, sid, function()
+            client:send("exists", receipt):on_done(function(st)
+                if not st then
+                    return
+                end
+                client:delete_guaranteed(receipt)
+                client:send("children", self.entries):on_done(function(names)
+                    for _, name in ipairs(names or {}) do
+                        if sub(name, 1, #prefix) == prefix then
+                            client:delete_guaranteed(self.entries .. "/" .. name, nil, true)
+                        end
+                    end
+                end)
+            end)
+        end)
+    end
+end
+
+
+-- Is our item, named with `prefix`, in the queue? true, false, or nil, err.
+local function find_item(self, prefix, deadline)
+    local names, err = self.client:read_until(deadline, "children", self.entries)
+    if not names then
+        return nil, err
+    end
+    for _, name in ipairs(names) do
+        if sub(name, 1, #prefix) == prefix then
+            return true
+        end
+    end
+    return false
+end
+
+
+-- One put (see the header), for util.retry: true; or nil, err, where a
+-- transient err or "sessionexpired" means it did not happen (send again),
+-- and "nonode" that a parent is missing.
+local function put_once(self, data, marker, deadline)
+    local client = self.client
+    local prefix = "_c_" .. uuid() .. "-"
+    local receipt = self.puts .. "/" .. prefix .. "put"
+    local sid = client:session_id()
+    local f = client:send("multi", {
+        { op = "create", path = self.entries .. "/" .. prefix .. marker, data = data,
+          sequential = true },
+        { op = "create", path = receipt, ephemeral = true },
+    })
+    local made, err = f:wait(remaining(deadline))
+    if made then
+        client:delete_guaranteed(receipt)
+        return true
+    elseif err == "timeout" then
+        f:on_done(function(late, lerr) undo_put(self, sid, prefix, receipt, late, lerr) end)
+        return nil, "timeout"
+    elseif not unknown_outcome[err] then
+        return nil, err    -- not applied: a multi is all or nothing
+    end
+    -- The reply was lost. While our session lives, the receipt tells.
+    if client:session_id() == sid then
+        local st, serr
+        if client:wait_connected(remaining(deadline)) and client:session_id() == sid then
+            st, serr = client:read_until(deadline, "exists", receipt)
+        end
+        if st then
+            client:delete_guaranteed(receipt)
+            return true
+        elseif st == false then
+            return nil, err    -- it did not happen: again
+        elseif client:session_id() == sid then
+            undo_put(self, sid, prefix, receipt, nil, err)
+            return nil, serr or "timeout"
+        end
+    end
+    -- The session ended, and the receipt with it: look for the item.
+    local found, ferr = find_item(self, prefix, deadline)
+    if found then
+        return true
+    elseif found == nil then
+        return nil, ferr
+    end
+    return nil, "sessionexpired"    -- not there: again
 end
 
 
@@ -84,13 +202,25 @@ function _M:put(data, opts)
         argerror(2, "put", "priority must be an integer from 0 to 999, got " .. tostring(prio))
     end
     local timeout = util.check_timeout(opts.timeout, "put", 2)
-    -- A place in the entries line that never waits: the queue primitive's
-    -- protected, persistent create (found again after a lost reply).
-    local q = queue.new(self.client, self.entries, {
-        marker = format("p%03d-entry-", prio), rule = queue.rule_always,
-        persistent = true, data = data, parents = "persistent",
-    })
-    local ok, err = q:enter(timeout or self.client:session_timeout())
+    local client = self.client
+    if timeout == nil then
+        timeout = client:session_timeout()
+    elseif timeout == 0 then
+        timeout = client:request_timeout()    -- 0: one try, bounded like a request
+    end
+    local deadline = now() + timeout
+    local marker = format("p%03d-entry-", prio)
+    local ok, err
+    for _ = 1, MAX_RACES do
+        ok, err = retry(client, deadline, UNTIL_DEADLINE, put_once, self, data, marker, deadline)
+        if err ~= "nonode" then
+            break
+        end
+        local made, merr = self:_make_paths(deadline, self.entries, self.puts)
+        if not made then
+            return nil, merr
+        end
+    end
     if not ok then
         return nil, err
     end
@@ -148,21 +278,13 @@ end
 -- time, may exist in our session and hold its item until the session ends:
 -- once connected again in that session, delete it if it is ours.
 local function drop_if_ours(client, claim, sid)
-    local listener
-    local function try(state)
-        if client:session_id() ~= sid or state == "closed" or state == "lost" then
-            client:remove_listener(listener)
-        elseif state == "connected" then
-            client:remove_listener(listener)
-            client:send("exists", claim):on_done(function(st)
-                if st and st.ephemeral_owner == sid then
-                    client:delete_guaranteed(claim)
-                end
-            end)
-        end
-    end
-    listener = client:on_state(try)
-    try(client:state())
+    when_back(client, sid, function()
+        client:send("exists", claim):on_done(function(st)
+            if st and st.ephemeral_owner == sid then
+                client:delete_guaranteed(claim)
+            end
+        end)
+    end)
 end
 
 
@@ -238,11 +360,13 @@ function _M:_claim(e, deadline)
 end
 
 
--- No children watch is set on a missing node: make entries/ and taken/.
-function _M:_make_paths(deadline)
+-- Makes two of the queue's nodes (entries/, taken/, puts/), with their
+-- parents: a take needs entries/ and taken/ (no children watch is set on a
+-- missing node), a put entries/ and puts/.
+function _M:_make_paths(deadline, a, b)
     local client = self.client
-    local f1 = client:send("create", self.entries, nil, { parents = true })
-    local f2 = client:send("create", self.taken, nil, { parents = true })
+    local f1 = client:send("create", a, nil, { parents = true })
+    local f2 = client:send("create", b, nil, { parents = true })
     local ok1, e1 = f1:wait(remaining(deadline))
     local ok2, e2 = f2:wait(remaining(deadline))
     local err = not ok1 and e1 ~= "nodeexists" and e1 or not ok2 and e2 ~= "nodeexists" and e2
@@ -281,7 +405,7 @@ end
 function _M:_try_take(wake, deadline)
     local names, taken = self:_list(wake, deadline)
     if not names and taken == "nonode" then
-        local ok, err = self:_make_paths(deadline)
+        local ok, err = self:_make_paths(deadline, self.entries, self.taken)
         if not ok then
             return nil, err
         end
