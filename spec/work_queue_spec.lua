@@ -93,6 +93,8 @@ describe("work_queue #zk", function()
         assert.same({ nil, "notheld" }, { i2:ack() })
         assert.equal("b1", assert(q:take(1)).data)
         assert.equal(2, q:len())      -- taken, not acked: still in the queue
+        assert.equal("b2", assert(q:take(0)).data)    -- 0: what is there now
+        assert.same({ nil, "timeout" }, { q:take(0) })
     end)
 
     it("a waiting take wakes on a put and on a claim going", function()

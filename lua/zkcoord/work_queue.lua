@@ -437,6 +437,8 @@ function _M:take(timeout)
     util.check_timeout(timeout, "take", 1)
     local client = self.client
     local deadline = timeout and now() + timeout or math.huge
+    -- take(0) waits for no item, but for the round trips of its look.
+    local look = timeout == 0 and now() + client:request_timeout() or deadline
     while true do
         if client:is_closed() then
             return nil, "closed"
@@ -444,8 +446,7 @@ function _M:take(timeout)
         -- Both listings carry a watch: a new item or a claim going wakes us.
         local ev = client:waiter():event()
         local wake = util.waker(ev)
-        local item, err = retry(client, deadline, UNTIL_DEADLINE, self._try_take, self, wake,
-                                deadline)
+        local item, err = retry(client, look, UNTIL_DEADLINE, self._try_take, self, wake, look)
         if item ~= false then
             return item, err
         end
