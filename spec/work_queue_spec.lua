@@ -139,6 +139,38 @@ describe("work_queue #zk", function()
         assert.equal(0, c:work_queue("/s"):len())
     end)
 
+    it("a consumer back from an expired session leaves the next holder's claim alone", function()
+        -- a's session expires on the server while a is cut off (its claim
+        -- goes); c takes the item; a reconnects in a new session. The item
+        -- must stay c's alone: a third consumer finds nothing to take.
+        local zkcoord = require "zkcoord"
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 4 }
+        assert(c:work_queue("/x"):put("job"))
+        local lost = assert(a:work_queue("/x"):take(5))
+        local sid, pw = a:session_id(), a:session_password()
+        assert(proxy:blackhole())
+        -- a second handle joins a's session and closes it: the server expires it
+        assert(zkcoord.connect { servers = zk.hosts(), session_id = sid, session_password = pw,
+                                 session_timeout = 4, reconnect = false }):close()
+        local item = assert(c:work_queue("/x"):take(5))
+        assert.equal("job", item.data)
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return a:state() == "connected" and a:session_id() ~= sid
+        end, 15, a), "a did not come back")
+        a:dispatch(0.3)      -- what a's new session sends on connecting is applied
+        assert(a:sync("/"))
+        assert.same({ nil, "lost" }, { lost:ack() })
+        assert.is_true(item:held())
+        local st = assert(c:exists(item.claim), "the holder's claim was deleted")
+        assert.equal(c:session_id(), st.ephemeral_owner)
+        assert.same({ nil, "timeout" }, { zk.client { chroot = root }:work_queue("/x"):take(0.5) })
+        assert.is_true(item:ack())
+        assert.equal(0, c:work_queue("/x"):len())
+    end)
+
     it("takes kazoo's items (entry-<priority>-<seq>) in its order", function()
         assert(c:create("/k/entries", nil, { parents = true }))
         assert(c:create("/k/entries/entry-100-", "kazoo-late", { sequential = true }))

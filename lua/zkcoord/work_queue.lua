@@ -274,6 +274,17 @@ function _M:len()
 end
 
 
+-- Gives our claim back. Only session `sid`, which made it, may delete it:
+-- once that session is gone, so is our claim, and the path may hold
+-- another consumer's by then (the client's registry forgets claims for
+-- the same reason: own_node's `shared`).
+local function give_back(client, claim, sid)
+    if client:session_id() == sid then
+        client:delete_guaranteed(claim)
+    end
+end
+
+
 -- A claim whose create reply was lost, and which we could not look at in
 -- time, may exist in our session and hold its item until the session ends:
 -- once connected again in that session, delete it if it is ours.
@@ -281,7 +292,7 @@ local function drop_if_ours(client, claim, sid)
     when_back(client, sid, function()
         client:send("exists", claim):on_done(function(st)
             if st and st.ephemeral_owner == sid then
-                client:delete_guaranteed(claim)
+                give_back(client, claim, sid)
             end
         end)
     end)
@@ -302,7 +313,7 @@ function _M:_claim(e, deadline)
         -- We stop waiting; a claim its late reply made is not wanted.
         fc:on_done(function(made, err)
             if made then
-                client:delete_guaranteed(claim)
+                give_back(client, claim, sid)
             elseif unknown_outcome[err] then
                 drop_if_ours(client, claim, sid)
             end
@@ -341,17 +352,18 @@ function _M:_claim(e, deadline)
     if data == nil then
         -- Acked by someone else meanwhile (nonode), or not read: give the
         -- claim back either way (not waited for; retried until done).
-        client:delete_guaranteed(claim)
+        give_back(client, claim, sid)
         if stat == "nonode" then
             return false
         end
         return nil, stat
     end
-    -- Registered like a queue position: in nginx a request that ends
-    -- holding the item gives it back, and a new session deletes a lost
-    -- session's claims at once.
-    local held = setmetatable({ client = client, _node = claim, _through = true }, claim_mt)
-    client:own_node(claim, held)
+    -- Registered like a queue position (in nginx a request that ends
+    -- holding the item gives it back), but shared: a new session does not
+    -- delete a lost session's claims, which may be other consumers' by then.
+    local held = setmetatable({ client = client, _node = claim, _sid = sid, _through = true },
+                              claim_mt)
+    client:own_node(claim, held, true)
     return setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
@@ -460,9 +472,11 @@ end
 
 -- ---------------------------------------------------------------------------
 -- Claims: what the client's registry holds for a taken item (own_node). In
--- nginx a request that ends holding the item gives it back, and a new
--- session deletes a lost session's claims at once. A claim answers as a
--- queue position does (node, is_through, leave).
+-- nginx a request that ends holding the item gives it back. A lost
+-- session's claims went with it on the server; the path is anybody's
+-- then, so a new session forgets them rather than deleting them (it
+-- would delete the claim of the consumer that took the item since). A
+-- claim answers as a queue position does (node, is_through, leave).
 
 --- The claim node's path (nil once let go).
 function Claim:node()
@@ -476,12 +490,13 @@ function Claim:is_through()
 end
 
 
---- Gives the item back (not waited for; retried until done).
+--- Gives the item back (not waited for; retried until done), while the
+--- session that took it lives.
 function Claim:leave()
     local node = self._node
     if node then
         self:forget()
-        self.client:delete_guaranteed(node)
+        give_back(self.client, node, self._sid)
     end
     return true
 end
