@@ -50,6 +50,21 @@ io.stdout:write("put ", tostring(ok), " ", tostring(err), "\n")
 c:close()
 ]]
 
+-- Takes one item through `hosts` (a proxy), says "took", acks it when the
+-- file `go` exists, and logs what ack returned.
+local ONE_ACK = [[
+local zkcoord = require "zkcoord"
+local hosts, path, go = ...
+io.stdout:setvbuf("line")
+local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
+local item = assert(c:work_queue(path):take(10))
+io.stdout:write("took ", item.data, "\n")
+while not io.open(go) do c:waiter():sleep(0.01) end
+local ok, err = item:ack()
+io.stdout:write("ack ", tostring(ok), " ", tostring(err), "\n")
+c:close()
+]]
+
 describe("work_queue #zk", function()
     local root, c, other
     local pids = {}
@@ -240,6 +255,36 @@ describe("work_queue #zk", function()
                                     10, slow), "the late item stayed")
         assert.truthy(zk.wait_until(function() return #assert(other:children("/late/puts")) == 0 end,
                                     10, slow), "the late receipt stayed")
+    end)
+
+    it("an ack whose reply was lost answers true when it happened", function()
+        -- The consumer's replies are held back DELAY s by a proxy: its ack
+        -- reaches the server (the item goes), then the connection is cut
+        -- before the reply came back.
+        local DELAY = 1.5
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local clog = ("%s/wq-ack-%d.log"):format(zk.tmpdir(), proc.getpid())
+        local go = clog .. ".go"
+        os.remove(clog)
+        os.remove(go)
+        assert(c:work_queue("/acked"):put("job"))
+        local pid = assert(zk.spawn_lua(ONE_ACK, { proxy.hosts, root .. "/acked", go }, clog))
+        pids[#pids + 1] = pid
+        assert.truthy(zk.wait_until(function()
+            return (proc.read_file(clog) or ""):find("took job") ~= nil
+        end, 20), "the consumer took nothing: " .. (proc.read_file(clog) or ""))
+        assert(proxy:delay(DELAY))
+        local t0 = proc.now()
+        assert(proc.write_file(go, "go"))
+        assert.truthy(zk.wait_until(function() return c:work_queue("/acked"):len() == 0 end,
+                                    2 * DELAY, c), "the ack did not reach the server")
+        assert(proxy:pass())
+        assert(proxy:cut())
+        local cut_at = proc.now() - t0
+        assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
+        assert.truthy(proc.wait_exit(pid, 30), "the consumer did not finish")
+        assert.equal("ack true nil", (proc.read_file(clog) or ""):match("ack [^\n]*"))
     end)
 
     it("raises on bad arguments", function()

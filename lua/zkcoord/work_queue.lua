@@ -34,8 +34,11 @@
 -- gone; item:ack() and item:release() on them return nil, "lost".
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
--- A claim's create whose reply was lost may have happened: look before retrying.
-local unknown_outcome = require("zkcoord.errors").unknown_outcome
+-- A write whose reply was lost may have happened (unknown_outcome): look
+-- before sending it again; a transient error leaves it to be looked at once
+-- connected.
+local errors = require "zkcoord.errors"
+local unknown_outcome, transient = errors.unknown_outcome, errors.transient
 
 local now, uuid = core.now, core.uuid
 local type, ipairs, tostring, tonumber = type, ipairs, tostring, tonumber
@@ -542,6 +545,40 @@ local function let_go(self)
 end
 
 
+-- nil, "lost" when our session ended (the claim went with it), else nil, err.
+local function failed(self, err)
+    local held, why = check_claim(self)
+    return nil, held and err or why
+end
+
+
+-- Deletes our claim with `ops` (an ack's multi, a release's delete),
+-- within the request timeout. A write whose reply was lost is decided by
+-- the claim once connected again: only our session deletes it while the
+-- session lives, so it is gone exactly when the write happened (an ack's
+-- multi deletes the item with it). A session that ended took the claim.
+local function drop_claim(self, ops)
+    local client = self.queue.client
+    local deadline = now() + client:request_timeout()
+    while true do
+        local res, err = client:multi(ops)
+        if res or err == "nonode" and #ops == 1 then
+            return let_go(self)    -- a release whose claim is gone: given back
+        elseif not transient[err] then
+            return failed(self, err)
+        elseif not (client:wait_connected(remaining(deadline)) and claimed(self)) then
+            return failed(self, "timeout")
+        end
+        local st, serr = client:read_until(deadline, "exists", self.claim)
+        if st == false then
+            return let_go(self)
+        elseif st == nil then
+            return nil, serr
+        end
+    end
+end
+
+
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
 ---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
@@ -551,14 +588,9 @@ function Item:ack()
     if not held then
         return nil, why
     end
-    local client = self.queue.client
-    local res, err = client:multi {
+    return drop_claim(self, {
         { op = "delete", path = self.claim }, { op = "delete", path = self.path },
-    }
-    if not res then
-        return nil, err
-    end
-    return let_go(self)
+    })
 end
 
 
@@ -570,11 +602,7 @@ function Item:release()
     if not held then
         return nil, why
     end
-    local ok, err = self.queue.client:delete(self.claim)
-    if not ok and err ~= "nonode" then
-        return nil, err
-    end
-    return let_go(self)
+    return drop_claim(self, { { op = "delete", path = self.claim } })
 end
 
 
