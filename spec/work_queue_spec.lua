@@ -1,6 +1,7 @@
 -- The work queue against a real server: order, claims, waiting, a
--- consumer's session end, kazoo's item names, and 3 producers / 4
--- consumer processes with one consumer SIGKILLed.
+-- consumer's session end, kazoo's item names, lost replies of put and ack
+-- (forced through a proxy), and 3 producers / 4 consumer processes with
+-- one consumer SIGKILLed.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
@@ -34,36 +35,67 @@ end
 c:close()
 ]]
 
--- Connects through `hosts` (a proxy), puts "first", says "ready", puts
--- "once" when the file `go` exists, and logs what that put returned.
-local ONE_PUT = [[
+-- Through `hosts` (a proxy), mode "put" puts "first" and says "ready",
+-- then puts "once"; mode "ack" takes an item and says "took <data>", then
+-- acks it. The second step waits for the file `go`; its result is logged.
+local LOST_REPLY = [[
 local zkcoord = require "zkcoord"
-local hosts, path, go = ...
+local hosts, path, go, mode = ...
 io.stdout:setvbuf("line")
 local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
-local q = c:work_queue(path)
-assert(q:put("first"))
-io.stdout:write("ready\n")
+local q, item = c:work_queue(path), nil
+if mode == "put" then
+    assert(q:put("first"))
+    io.stdout:write("ready\n")
+else
+    item = assert(q:take(10))
+    io.stdout:write("took ", item.data, "\n")
+end
 while not io.open(go) do c:waiter():sleep(0.01) end
-local ok, err = q:put("once")
-io.stdout:write("put ", tostring(ok), " ", tostring(err), "\n")
+local ok, err
+if mode == "put" then ok, err = q:put("once") else ok, err = item:ack() end
+io.stdout:write(mode, " ", tostring(ok), " ", tostring(err), "\n")
 c:close()
 ]]
 
--- Takes one item through `hosts` (a proxy), says "took", acks it when the
--- file `go` exists, and logs what ack returned.
-local ONE_ACK = [[
-local zkcoord = require "zkcoord"
-local hosts, path, go = ...
-io.stdout:setvbuf("line")
-local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
-local item = assert(c:work_queue(path):take(10))
-io.stdout:write("took ", item.data, "\n")
-while not io.open(go) do c:waiter():sleep(0.01) end
-local ok, err = item:ack()
-io.stdout:write("ack ", tostring(ok), " ", tostring(err), "\n")
-c:close()
-]]
+-- A proxy to the server, stopped when the test ends.
+local function start_proxy()
+    local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+    finally(function() proxy:stop() end)
+    return proxy
+end
+
+
+-- Runs LOST_REPLY in `mode` in a child process through a proxy until its
+-- log shows `ready`. Then the
+-- proxy holds every byte back DELAY s, the child goes on (the go file),
+-- during() sees the child's write reach the server, and the connection is
+-- cut before the write's reply came back. Returns the child's log.
+local DELAY = 1.5
+local function reply_lost(pids, mode, path, ready, during)
+    local proxy = start_proxy()
+    local log = ("%s/wq-lost-%d.log"):format(zk.tmpdir(), proc.getpid())
+    local go = log .. ".go"
+    os.remove(log)
+    os.remove(go)
+    local pid = assert(zk.spawn_lua(LOST_REPLY, { proxy.hosts, path, go, mode }, log))
+    pids[#pids + 1] = pid
+    assert.truthy(zk.wait_until(function()
+        return (proc.read_file(log) or ""):find(ready, 1, true) ~= nil
+    end, 20), "the child is not ready: " .. (proc.read_file(log) or ""))
+    assert(proxy:delay(DELAY))
+    local t0 = proc.now()
+    assert(proc.write_file(go, "go"))
+    during()
+    assert(proxy:pass())
+    assert(proxy:cut())
+    -- the reply (due 2 * DELAY after go at the earliest) was still held back
+    local cut_at = proc.now() - t0
+    assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
+    assert.truthy(proc.wait_exit(pid, 30), "the child did not finish")
+    return proc.read_file(log) or ""
+end
+
 
 describe("work_queue #zk", function()
     local root, c, other
@@ -159,8 +191,7 @@ describe("work_queue #zk", function()
         -- goes); c takes the item; a reconnects in a new session. The item
         -- must stay c's alone: a third consumer finds nothing to take.
         local zkcoord = require "zkcoord"
-        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
-        finally(function() proxy:stop() end)
+        local proxy = start_proxy()
         local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 4 }
         assert(c:work_queue("/x"):put("job"))
         local lost = assert(a:work_queue("/x"):take(5))
@@ -202,46 +233,25 @@ describe("work_queue #zk", function()
     end)
 
     it("a put whose reply was lost is not put again when its item was acked meanwhile", function()
-        -- The producer's replies are held back DELAY s by a proxy: its put
-        -- reaches the server, a consumer takes and acks the item, then the
-        -- connection is cut before the put's reply came back. The producer
-        -- reconnects in the same session and must find that its put
-        -- happened, though the item is gone.
-        local DELAY = 1.5
-        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
-        finally(function() proxy:stop() end)
-        local plog = ("%s/wq-put-%d.log"):format(zk.tmpdir(), proc.getpid())
-        local go = plog .. ".go"
-        os.remove(plog)
-        os.remove(go)
-        local pid = assert(zk.spawn_lua(ONE_PUT, { proxy.hosts, root .. "/lost", go }, plog))
-        pids[#pids + 1] = pid
-        assert.truthy(zk.wait_until(function()
-            return (proc.read_file(plog) or ""):find("ready") ~= nil
-        end, 20), "the producer did not connect: " .. (proc.read_file(plog) or ""))
+        -- The producer's put reaches the server, a consumer takes and acks
+        -- the item, the put's reply is lost. The producer reconnects in the
+        -- same session and must find that its put happened, though the
+        -- item is gone.
         local q = c:work_queue("/lost")
-        assert.is_true(assert(q:take(5)):ack())    -- "first"
-        assert(proxy:delay(DELAY))
-        local t0 = proc.now()
-        assert(proc.write_file(go, "go"))
-        local item = assert(q:take(10))
-        assert.equal("once", item.data)
-        assert.is_true(item:ack())
-        assert(proxy:pass())
-        assert(proxy:cut())
-        -- the put's reply (due 2 * DELAY after go at the earliest) was still held
-        local cut_at = proc.now() - t0
-        assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
-        assert.truthy(proc.wait_exit(pid, 30), "the producer did not finish")
-        assert.equal("put true nil", (proc.read_file(plog) or ""):match("put [^\n]*"))
+        local log = reply_lost(pids, "put", root .. "/lost", "ready", function()
+            assert.is_true(assert(q:take(5)):ack())    -- "first"
+            local item = assert(q:take(10))
+            assert.equal("once", item.data)
+            assert.is_true(item:ack())
+        end)
+        assert.equal("put true nil", log:match("put [^\n]*"))
         -- put once, acked once: nothing is left to take
         assert.equal(0, q:len())
         assert.same({ nil, "timeout" }, { q:take(0.5) })
     end)
 
     it("a put that timed out is undone when its reply comes late", function()
-        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
-        finally(function() proxy:stop() end)
+        local proxy = start_proxy()
         local slow = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
         local q = slow:work_queue("/late")
         assert.is_true(q:put("first"))
@@ -258,33 +268,14 @@ describe("work_queue #zk", function()
     end)
 
     it("an ack whose reply was lost answers true when it happened", function()
-        -- The consumer's replies are held back DELAY s by a proxy: its ack
-        -- reaches the server (the item goes), then the connection is cut
-        -- before the reply came back.
-        local DELAY = 1.5
-        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
-        finally(function() proxy:stop() end)
-        local clog = ("%s/wq-ack-%d.log"):format(zk.tmpdir(), proc.getpid())
-        local go = clog .. ".go"
-        os.remove(clog)
-        os.remove(go)
+        -- The consumer's ack reaches the server (the item goes), its reply
+        -- is lost.
         assert(c:work_queue("/acked"):put("job"))
-        local pid = assert(zk.spawn_lua(ONE_ACK, { proxy.hosts, root .. "/acked", go }, clog))
-        pids[#pids + 1] = pid
-        assert.truthy(zk.wait_until(function()
-            return (proc.read_file(clog) or ""):find("took job") ~= nil
-        end, 20), "the consumer took nothing: " .. (proc.read_file(clog) or ""))
-        assert(proxy:delay(DELAY))
-        local t0 = proc.now()
-        assert(proc.write_file(go, "go"))
-        assert.truthy(zk.wait_until(function() return c:work_queue("/acked"):len() == 0 end,
-                                    2 * DELAY, c), "the ack did not reach the server")
-        assert(proxy:pass())
-        assert(proxy:cut())
-        local cut_at = proc.now() - t0
-        assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
-        assert.truthy(proc.wait_exit(pid, 30), "the consumer did not finish")
-        assert.equal("ack true nil", (proc.read_file(clog) or ""):match("ack [^\n]*"))
+        local log = reply_lost(pids, "ack", root .. "/acked", "took job", function()
+            assert.truthy(zk.wait_until(function() return c:work_queue("/acked"):len() == 0 end,
+                                        2 * DELAY, c), "the ack did not reach the server")
+        end)
+        assert.equal("ack true nil", log:match("ack [^\n]*"))
     end)
 
     it("raises on bad arguments", function()
