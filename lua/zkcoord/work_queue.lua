@@ -18,10 +18,13 @@
 -- instead would not find it then, and put it twice). Only when the session
 -- ended with the put in flight does the put look for its item by its uuid,
 -- and put it again if it is not there (it may have been acked already:
--- the one case where an item may be delivered twice). A consumer claims an item by creating
--- the ephemeral <path>/taken/<item name> (data: its id); ack() deletes
--- claim and item in one multi, release() the claim. A consumer whose
--- session ends loses its claims, and their items go back to the queue.
+-- the one case where an item may be delivered twice).
+--
+-- A consumer claims an item by creating the ephemeral <path>/taken/<item
+-- name> (data: its id); ack() deletes claim and item in one multi,
+-- release() the claim; only the claim's session deletes it, so a lost
+-- reply is decided by the claim. A consumer whose session ends loses its
+-- claims, and their items go back to the queue.
 -- Items are taken by priority, then sequence number (kazoo orders its own
 -- by name: the same order for its names).
 --
@@ -29,9 +32,10 @@
 -- trip, pipelined); a new item or a claim going wakes it. Every waiting
 -- consumer wakes on every change: consumers are few next to items.
 --
--- Connection loss ("suspended"): claims, items and receipts stay; take() waits for
--- the connection within its timeout. Session loss ("lost"): our claims are
--- gone; item:ack() and item:release() on them return nil, "lost".
+-- Connection loss ("suspended"): claims, items and receipts stay; take()
+-- waits for the connection within its timeout. Session loss ("lost"): our
+-- claims are gone; item:ack() and item:release() on them return nil,
+-- "lost".
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 -- A write whose reply was lost may have happened (unknown_outcome): look
@@ -573,7 +577,7 @@ local function drop_claim(self, ops)
         if st == false then
             return let_go(self)
         elseif st == nil then
-            return nil, serr
+            return failed(self, serr)
         end
     end
 end
