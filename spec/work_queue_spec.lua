@@ -1,8 +1,10 @@
 -- The work queue against a real server: order, claims, waiting, a
--- consumer's session end, kazoo's item names, and 3 producers / 4
--- consumer processes with one consumer SIGKILLed.
+-- consumer's session end, kazoo's item names, lost replies of put and ack
+-- (forced through a proxy), and 3 producers / 4 consumer processes with
+-- one consumer SIGKILLed.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 local PRODUCER = [[
 local zkcoord = require "zkcoord"
@@ -32,6 +34,68 @@ while true do
 end
 c:close()
 ]]
+
+-- Through `hosts` (a proxy), mode "put" puts "first" and says "ready",
+-- then puts "once"; mode "ack" takes an item and says "took <data>", then
+-- acks it. The second step waits for the file `go`; its result is logged.
+local LOST_REPLY = [[
+local zkcoord = require "zkcoord"
+local hosts, path, go, mode = ...
+io.stdout:setvbuf("line")
+local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
+local q, item = c:work_queue(path), nil
+if mode == "put" then
+    assert(q:put("first"))
+    io.stdout:write("ready\n")
+else
+    item = assert(q:take(10))
+    io.stdout:write("took ", item.data, "\n")
+end
+while not io.open(go) do c:waiter():sleep(0.01) end
+local ok, err
+if mode == "put" then ok, err = q:put("once") else ok, err = item:ack() end
+io.stdout:write(mode, " ", tostring(ok), " ", tostring(err), "\n")
+c:close()
+]]
+
+-- A proxy to the server, stopped when the test ends.
+local function start_proxy()
+    local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+    finally(function() proxy:stop() end)
+    return proxy
+end
+
+
+-- Runs LOST_REPLY in `mode` in a child process through a proxy until its
+-- log shows `ready`. Then the
+-- proxy holds every byte back DELAY s, the child goes on (the go file),
+-- during() sees the child's write reach the server, and the connection is
+-- cut before the write's reply came back. Returns the child's log.
+local DELAY = 1.5
+local function reply_lost(pids, mode, path, ready, during)
+    local proxy = start_proxy()
+    local log = ("%s/wq-lost-%d.log"):format(zk.tmpdir(), proc.getpid())
+    local go = log .. ".go"
+    os.remove(log)
+    os.remove(go)
+    local pid = assert(zk.spawn_lua(LOST_REPLY, { proxy.hosts, path, go, mode }, log))
+    pids[#pids + 1] = pid
+    assert.truthy(zk.wait_until(function()
+        return (proc.read_file(log) or ""):find(ready, 1, true) ~= nil
+    end, 20), "the child is not ready: " .. (proc.read_file(log) or ""))
+    assert(proxy:delay(DELAY))
+    local t0 = proc.now()
+    assert(proc.write_file(go, "go"))
+    during()
+    assert(proxy:pass())
+    assert(proxy:cut())
+    -- the reply (due 2 * DELAY after go at the earliest) was still held back
+    local cut_at = proc.now() - t0
+    assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
+    assert.truthy(proc.wait_exit(pid, 30), "the child did not finish")
+    return proc.read_file(log) or ""
+end
+
 
 describe("work_queue #zk", function()
     local root, c, other
@@ -76,6 +140,8 @@ describe("work_queue #zk", function()
         assert.same({ nil, "notheld" }, { i2:ack() })
         assert.equal("b1", assert(q:take(1)).data)
         assert.equal(2, q:len())      -- taken, not acked: still in the queue
+        assert.equal("b2", assert(q:take(0)).data)    -- 0: what is there now
+        assert.same({ nil, "timeout" }, { q:take(0) })
     end)
 
     it("a waiting take wakes on a put and on a claim going", function()
@@ -120,6 +186,37 @@ describe("work_queue #zk", function()
         assert.equal(0, c:work_queue("/s"):len())
     end)
 
+    it("a consumer back from an expired session leaves the next holder's claim alone", function()
+        -- a's session expires on the server while a is cut off (its claim
+        -- goes); c takes the item; a reconnects in a new session. The item
+        -- must stay c's alone: a third consumer finds nothing to take.
+        local zkcoord = require "zkcoord"
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 4 }
+        assert(c:work_queue("/x"):put("job"))
+        local lost = assert(a:work_queue("/x"):take(5))
+        local sid, pw = a:session_id(), a:session_password()
+        assert(proxy:blackhole())
+        -- a second handle joins a's session and closes it: the server expires it
+        assert(zkcoord.connect { servers = zk.hosts(), session_id = sid, session_password = pw,
+                                 session_timeout = 4, reconnect = false }):close()
+        local item = assert(c:work_queue("/x"):take(5))
+        assert.equal("job", item.data)
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return a:state() == "connected" and a:session_id() ~= sid
+        end, 15, a), "a did not come back")
+        a:dispatch(0.3)      -- what a's new session sends on connecting is applied
+        assert(a:sync("/"))
+        assert.same({ nil, "lost" }, { lost:ack() })
+        assert.is_true(item:held())
+        local st = assert(c:exists(item.claim), "the holder's claim was deleted")
+        assert.equal(c:session_id(), st.ephemeral_owner)
+        assert.same({ nil, "timeout" }, { zk.client { chroot = root }:work_queue("/x"):take(0.5) })
+        assert.is_true(item:ack())
+        assert.equal(0, c:work_queue("/x"):len())
+    end)
+
     it("takes kazoo's items (entry-<priority>-<seq>) in its order", function()
         assert(c:create("/k/entries", nil, { parents = true }))
         assert(c:create("/k/entries/entry-100-", "kazoo-late", { sequential = true }))
@@ -133,6 +230,52 @@ describe("work_queue #zk", function()
         assert.equal("ours", assert(q:take(1)).data)
         assert.same({ nil, "timeout" }, { q:take(0) })
         assert.truthy(c:exists("/k/taken/entry-001-0000000002"))
+    end)
+
+    it("a put whose reply was lost is not put again when its item was acked meanwhile", function()
+        -- The producer's put reaches the server, a consumer takes and acks
+        -- the item, the put's reply is lost. The producer reconnects in the
+        -- same session and must find that its put happened, though the
+        -- item is gone.
+        local q = c:work_queue("/lost")
+        local log = reply_lost(pids, "put", root .. "/lost", "ready", function()
+            assert.is_true(assert(q:take(5)):ack())    -- "first"
+            local item = assert(q:take(10))
+            assert.equal("once", item.data)
+            assert.is_true(item:ack())
+        end)
+        assert.equal("put true nil", log:match("put [^\n]*"))
+        -- put once, acked once: nothing is left to take
+        assert.equal(0, q:len())
+        assert.same({ nil, "timeout" }, { q:take(0.5) })
+    end)
+
+    it("a put that timed out is undone when its reply comes late", function()
+        local proxy = start_proxy()
+        local slow = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        local q = slow:work_queue("/late")
+        assert.is_true(q:put("first"))
+        assert.is_true(assert(other:work_queue("/late"):take(5)):ack())
+        assert(proxy:delay(1))
+        assert.same({ nil, "timeout" }, { q:put("late", { timeout = 0.5 }) })
+        -- the put reaches the server, its reply comes after we gave up: undone
+        assert.truthy(zk.wait_until(function() return other:work_queue("/late"):len() == 1 end,
+                                    5, slow), "the put never reached the server")
+        assert.truthy(zk.wait_until(function() return other:work_queue("/late"):len() == 0 end,
+                                    10, slow), "the late item stayed")
+        assert.truthy(zk.wait_until(function() return #assert(other:children("/late/puts")) == 0 end,
+                                    10, slow), "the late receipt stayed")
+    end)
+
+    it("an ack whose reply was lost answers true when it happened", function()
+        -- The consumer's ack reaches the server (the item goes), its reply
+        -- is lost.
+        assert(c:work_queue("/acked"):put("job"))
+        local log = reply_lost(pids, "ack", root .. "/acked", "took job", function()
+            assert.truthy(zk.wait_until(function() return c:work_queue("/acked"):len() == 0 end,
+                                        2 * DELAY, c), "the ack did not reach the server")
+        end)
+        assert.equal("ack true nil", log:match("ack [^\n]*"))
     end)
 
     it("raises on bad arguments", function()
@@ -153,8 +296,11 @@ describe("work_queue #zk", function()
         for i = 1, 4 do
             clogs[i] = ("%s/wq-c-%d-%d.log"):format(zk.tmpdir(), proc.getpid(), i)
             os.remove(clogs[i])
-            -- consumer 1 holds each item 0.3 s: it is killed with one taken
-            pids[#pids + 1] = assert(zk.spawn_lua(CONSUMER, { path, i == 1 and 0.3 or 0 },
+            -- consumer 1 holds its item 30 s: the kill lands while it holds
+            -- it (with a short hold, a test process stalled by load killed
+            -- it between its ack and the ack's log line: an item acked
+            -- and logged by nobody)
+            pids[#pids + 1] = assert(zk.spawn_lua(CONSUMER, { path, i == 1 and 30 or 0 },
                                                   clogs[i]))
         end
         local victim = pids[1]

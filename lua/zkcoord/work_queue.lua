@@ -8,12 +8,23 @@
 --
 -- Node layout (kazoo's LockingQueue, so kazoo consumers take our items and
 -- we take theirs): items are persistent-sequential nodes under
--- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq> (protected: a
--- put whose reply was lost is found again, never doubled) or kazoo's
--- entry-<priority>-<seq>, both read. A consumer claims an item by creating
--- the ephemeral <path>/taken/<item name> (data: its id); ack() deletes
--- claim and item in one multi, release() the claim. A consumer whose
--- session ends loses its claims, and their items go back to the queue.
+-- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq>, or kazoo's
+-- entry-<priority>-<seq>, both read. A put is one multi: the item and its
+-- receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the putting
+-- session, deleted once the put is known to have happened. A put whose
+-- reply was lost asks the receipt, once connected again: only we delete
+-- it, so it is there exactly when the put happened, even when a consumer
+-- took and acked the item meanwhile (a put that looked for its item
+-- instead would not find it then, and put it twice). Only when the session
+-- ended with the put in flight does the put look for its item by its uuid,
+-- and put it again if it is not there (it may have been acked already:
+-- the one case where an item may be delivered twice).
+--
+-- A consumer claims an item by creating the ephemeral <path>/taken/<item
+-- name> (data: its id); ack() deletes claim and item in one multi,
+-- release() the claim; only the claim's session deletes it, so a lost
+-- reply is decided by the claim. A consumer whose session ends loses its
+-- claims, and their items go back to the queue.
 -- Items are taken by priority, then sequence number (kazoo orders its own
 -- by name: the same order for its names).
 --
@@ -21,21 +32,24 @@
 -- trip, pipelined); a new item or a claim going wakes it. Every waiting
 -- consumer wakes on every change: consumers are few next to items.
 --
--- Connection loss ("suspended"): claims and items stay; take() waits for
--- the connection within its timeout. Session loss ("lost"): our claims are
--- gone; item:ack() and item:release() on them return nil, "lost".
-local queue = require "zkcoord.queue"
+-- Connection loss ("suspended"): claims, items and receipts stay; take()
+-- waits for the connection within its timeout. Session loss ("lost"): our
+-- claims are gone; item:ack() and item:release() on them return nil,
+-- "lost".
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
--- A claim's create whose reply was lost may have happened: look before retrying.
-local unknown_outcome = require("zkcoord.errors").unknown_outcome
+-- A write whose reply was lost may have happened (unknown_outcome): look
+-- before sending it again; a transient error leaves it to be looked at once
+-- connected.
+local errors = require "zkcoord.errors"
+local unknown_outcome, transient = errors.unknown_outcome, errors.transient
 
-local now = core.now
+local now, uuid = core.now, core.uuid
 local type, ipairs, tostring, tonumber = type, ipairs, tostring, tonumber
 local setmetatable = setmetatable
-local match, format, sort = string.match, string.format, table.sort
+local match, format, sub, sort = string.match, string.format, string.sub, table.sort
 local argerror, remaining, retry = util.argerror, util.remaining, util.retry
-local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+local UNTIL_DEADLINE, MAX_RACES = util.UNTIL_DEADLINE, util.MAX_RACES
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -67,8 +81,119 @@ function _M.new(client, path, opts)
         path = path,
         entries = base .. "/entries",
         taken = base .. "/taken",
+        puts = base .. "/puts",
         id = opts.id or util.default_id(),
     }, mt)
+end
+
+
+-- Once connected again in session `sid` (never, if it ends first): fn().
+-- For what a write whose outcome we never learnt may have left behind.
+local function when_back(client, sid, fn)
+    local listener
+    local function try(state)
+        if client:session_id() ~= sid or state == "closed" or state == "lost" then
+            client:remove_listener(listener)
+        elseif state == "connected" then
+            client:remove_listener(listener)
+            fn()
+        end
+    end
+    listener = client:on_state(try)
+    try(client:state())
+end
+
+
+-- A put we gave up on ("timeout") is undone if it happened after all: its
+-- item (found by the uuid prefix when the reply was lost) and its receipt
+-- deleted, as the caller was told it failed.
+local function undo_put(self, sid, prefix, receipt, made, err)
+    local client = self.client
+    if made then
+        client:delete_guaranteed(made[1].path, nil, true)
+        client:delete_guaranteed(receipt)
+    elseif unknown_outcome[err] then
+        when_back(client, sid, function()
+            client:send("exists", receipt):on_done(function(st)
+                if not st then
+                    return
+                end
+                client:delete_guaranteed(receipt)
+                client:send("children", self.entries):on_done(function(names)
+                    for _, name in ipairs(names or {}) do
+                        if sub(name, 1, #prefix) == prefix then
+                            client:delete_guaranteed(self.entries .. "/" .. name, nil, true)
+                        end
+                    end
+                end)
+            end)
+        end)
+    end
+end
+
+
+-- Is our item, named with `prefix`, in the queue? true, false, or nil, err.
+local function find_item(self, prefix, deadline)
+    local names, err = self.client:read_until(deadline, "children", self.entries)
+    if not names then
+        return nil, err
+    end
+    for _, name in ipairs(names) do
+        if sub(name, 1, #prefix) == prefix then
+            return true
+        end
+    end
+    return false
+end
+
+
+-- One put (see the header), for util.retry: true; or nil, err, where a
+-- transient err or "sessionexpired" means it did not happen (send again),
+-- and "nonode" that a parent is missing.
+local function put_once(self, data, marker, deadline)
+    local client = self.client
+    local prefix = "_c_" .. uuid() .. "-"
+    local receipt = self.puts .. "/" .. prefix .. "put"
+    local sid = client:session_id()
+    local f = client:send("multi", {
+        { op = "create", path = self.entries .. "/" .. prefix .. marker, data = data,
+          sequential = true },
+        { op = "create", path = receipt, ephemeral = true },
+    })
+    local made, err = f:wait(remaining(deadline))
+    if made then
+        client:delete_guaranteed(receipt)
+        return true
+    elseif err == "timeout" then
+        f:on_done(function(late, lerr) undo_put(self, sid, prefix, receipt, late, lerr) end)
+        return nil, "timeout"
+    elseif not unknown_outcome[err] then
+        return nil, err    -- not applied: a multi is all or nothing
+    end
+    -- The reply was lost. While our session lives, the receipt tells.
+    if client:session_id() == sid then
+        local st, serr
+        if client:wait_connected(remaining(deadline)) and client:session_id() == sid then
+            st, serr = client:read_until(deadline, "exists", receipt)
+        end
+        if st then
+            client:delete_guaranteed(receipt)
+            return true
+        elseif st == false then
+            return nil, err    -- it did not happen: again
+        elseif client:session_id() == sid then
+            undo_put(self, sid, prefix, receipt, nil, err)
+            return nil, serr or "timeout"
+        end
+    end
+    -- The session ended, and the receipt with it: look for the item.
+    local found, ferr = find_item(self, prefix, deadline)
+    if found then
+        return true
+    elseif found == nil then
+        return nil, ferr
+    end
+    return nil, "sessionexpired"    -- not there: again
 end
 
 
@@ -84,13 +209,25 @@ function _M:put(data, opts)
         argerror(2, "put", "priority must be an integer from 0 to 999, got " .. tostring(prio))
     end
     local timeout = util.check_timeout(opts.timeout, "put", 2)
-    -- A place in the entries line that never waits: the queue primitive's
-    -- protected, persistent create (found again after a lost reply).
-    local q = queue.new(self.client, self.entries, {
-        marker = format("p%03d-entry-", prio), rule = queue.rule_always,
-        persistent = true, data = data, parents = "persistent",
-    })
-    local ok, err = q:enter(timeout or self.client:session_timeout())
+    local client = self.client
+    if timeout == nil then
+        timeout = client:session_timeout()
+    elseif timeout == 0 then
+        timeout = client:request_timeout()    -- 0: one try, bounded like a request
+    end
+    local deadline = now() + timeout
+    local marker = format("p%03d-entry-", prio)
+    local ok, err
+    for _ = 1, MAX_RACES do
+        ok, err = retry(client, deadline, UNTIL_DEADLINE, put_once, self, data, marker, deadline)
+        if err ~= "nonode" then
+            break
+        end
+        local made, merr = self:_make_paths(deadline, self.entries, self.puts)
+        if not made then
+            return nil, merr
+        end
+    end
     if not ok then
         return nil, err
     end
@@ -144,25 +281,28 @@ function _M:len()
 end
 
 
+-- Gives our claim back. Only session `sid`, which made it, may delete it:
+-- once that session is gone, so is our claim, and the path may hold
+-- another consumer's by then (the client's registry forgets claims for
+-- the same reason: own_node's `shared`).
+local function give_back(client, claim, sid)
+    if client:session_id() == sid then
+        client:delete_guaranteed(claim)
+    end
+end
+
+
 -- A claim whose create reply was lost, and which we could not look at in
 -- time, may exist in our session and hold its item until the session ends:
 -- once connected again in that session, delete it if it is ours.
 local function drop_if_ours(client, claim, sid)
-    local listener
-    local function try(state)
-        if client:session_id() ~= sid or state == "closed" or state == "lost" then
-            client:remove_listener(listener)
-        elseif state == "connected" then
-            client:remove_listener(listener)
-            client:send("exists", claim):on_done(function(st)
-                if st and st.ephemeral_owner == sid then
-                    client:delete_guaranteed(claim)
-                end
-            end)
-        end
-    end
-    listener = client:on_state(try)
-    try(client:state())
+    when_back(client, sid, function()
+        client:send("exists", claim):on_done(function(st)
+            if st and st.ephemeral_owner == sid then
+                give_back(client, claim, sid)
+            end
+        end)
+    end)
 end
 
 
@@ -180,7 +320,7 @@ function _M:_claim(e, deadline)
         -- We stop waiting; a claim its late reply made is not wanted.
         fc:on_done(function(made, err)
             if made then
-                client:delete_guaranteed(claim)
+                give_back(client, claim, sid)
             elseif unknown_outcome[err] then
                 drop_if_ours(client, claim, sid)
             end
@@ -219,17 +359,18 @@ function _M:_claim(e, deadline)
     if data == nil then
         -- Acked by someone else meanwhile (nonode), or not read: give the
         -- claim back either way (not waited for; retried until done).
-        client:delete_guaranteed(claim)
+        give_back(client, claim, sid)
         if stat == "nonode" then
             return false
         end
         return nil, stat
     end
-    -- Registered like a queue position: in nginx a request that ends
-    -- holding the item gives it back, and a new session deletes a lost
-    -- session's claims at once.
-    local held = setmetatable({ client = client, _node = claim, _through = true }, claim_mt)
-    client:own_node(claim, held)
+    -- Registered like a queue position (in nginx a request that ends
+    -- holding the item gives it back), but shared: a new session does not
+    -- delete a lost session's claims, which may be other consumers' by then.
+    local held = setmetatable({ client = client, _node = claim, _sid = sid, _through = true },
+                              claim_mt)
+    client:own_node(claim, held, true)
     return setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
@@ -238,11 +379,13 @@ function _M:_claim(e, deadline)
 end
 
 
--- No children watch is set on a missing node: make entries/ and taken/.
-function _M:_make_paths(deadline)
+-- Makes two of the queue's nodes (entries/, taken/, puts/), with their
+-- parents: a take needs entries/ and taken/ (no children watch is set on a
+-- missing node), a put entries/ and puts/.
+function _M:_make_paths(deadline, a, b)
     local client = self.client
-    local f1 = client:send("create", self.entries, nil, { parents = true })
-    local f2 = client:send("create", self.taken, nil, { parents = true })
+    local f1 = client:send("create", a, nil, { parents = true })
+    local f2 = client:send("create", b, nil, { parents = true })
     local ok1, e1 = f1:wait(remaining(deadline))
     local ok2, e2 = f2:wait(remaining(deadline))
     local err = not ok1 and e1 ~= "nodeexists" and e1 or not ok2 and e2 ~= "nodeexists" and e2
@@ -281,7 +424,7 @@ end
 function _M:_try_take(wake, deadline)
     local names, taken = self:_list(wake, deadline)
     if not names and taken == "nonode" then
-        local ok, err = self:_make_paths(deadline)
+        local ok, err = self:_make_paths(deadline, self.entries, self.taken)
         if not ok then
             return nil, err
         end
@@ -313,6 +456,8 @@ function _M:take(timeout)
     util.check_timeout(timeout, "take", 1)
     local client = self.client
     local deadline = timeout and now() + timeout or math.huge
+    -- take(0) waits for no item, but for the round trips of its look.
+    local look = timeout == 0 and now() + client:request_timeout() or deadline
     while true do
         if client:is_closed() then
             return nil, "closed"
@@ -320,8 +465,7 @@ function _M:take(timeout)
         -- Both listings carry a watch: a new item or a claim going wakes us.
         local ev = client:waiter():event()
         local wake = util.waker(ev)
-        local item, err = retry(client, deadline, UNTIL_DEADLINE, self._try_take, self, wake,
-                                deadline)
+        local item, err = retry(client, look, UNTIL_DEADLINE, self._try_take, self, wake, look)
         if item ~= false then
             return item, err
         end
@@ -335,9 +479,11 @@ end
 
 -- ---------------------------------------------------------------------------
 -- Claims: what the client's registry holds for a taken item (own_node). In
--- nginx a request that ends holding the item gives it back, and a new
--- session deletes a lost session's claims at once. A claim answers as a
--- queue position does (node, is_through, leave).
+-- nginx a request that ends holding the item gives it back. A lost
+-- session's claims went with it on the server; the path is anybody's
+-- then, so a new session forgets them rather than deleting them (it
+-- would delete the claim of the consumer that took the item since). A
+-- claim answers as a queue position does (node, is_through, leave).
 
 --- The claim node's path (nil once let go).
 function Claim:node()
@@ -351,12 +497,13 @@ function Claim:is_through()
 end
 
 
---- Gives the item back (not waited for; retried until done).
+--- Gives the item back (not waited for; retried until done), while the
+--- session that took it lives.
 function Claim:leave()
     local node = self._node
     if node then
         self:forget()
-        self.client:delete_guaranteed(node)
+        give_back(self.client, node, self._sid)
     end
     return true
 end
@@ -402,6 +549,40 @@ local function let_go(self)
 end
 
 
+-- nil, "lost" when our session ended (the claim went with it), else nil, err.
+local function failed(self, err)
+    local held, why = check_claim(self)
+    return nil, held and err or why
+end
+
+
+-- Deletes our claim with `ops` (an ack's multi, a release's delete),
+-- within the request timeout. A write whose reply was lost is decided by
+-- the claim once connected again: only our session deletes it while the
+-- session lives, so it is gone exactly when the write happened (an ack's
+-- multi deletes the item with it). A session that ended took the claim.
+local function drop_claim(self, ops)
+    local client = self.queue.client
+    local deadline = now() + client:request_timeout()
+    while true do
+        local res, err = client:multi(ops)
+        if res or err == "nonode" and #ops == 1 then
+            return let_go(self)    -- a release whose claim is gone: given back
+        elseif not transient[err] then
+            return failed(self, err)
+        elseif not (client:wait_connected(remaining(deadline)) and claimed(self)) then
+            return failed(self, "timeout")
+        end
+        local st, serr = client:read_until(deadline, "exists", self.claim)
+        if st == false then
+            return let_go(self)
+        elseif st == nil then
+            return failed(self, serr)
+        end
+    end
+end
+
+
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
 ---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
@@ -411,14 +592,9 @@ function Item:ack()
     if not held then
         return nil, why
     end
-    local client = self.queue.client
-    local res, err = client:multi {
+    return drop_claim(self, {
         { op = "delete", path = self.claim }, { op = "delete", path = self.path },
-    }
-    if not res then
-        return nil, err
-    end
-    return let_go(self)
+    })
 end
 
 
@@ -430,11 +606,7 @@ function Item:release()
     if not held then
         return nil, why
     end
-    local ok, err = self.queue.client:delete(self.claim)
-    if not ok and err ~= "nonode" then
-        return nil, err
-    end
-    return let_go(self)
+    return drop_claim(self, { { op = "delete", path = self.claim } })
 end
 
 

@@ -5,7 +5,8 @@
 -- until it succeeds or its session ends), and the registry of nodes
 -- recipes created (`own_node`, `disown_node`): when a new session
 -- replaces a lost one, the lost one's nodes are deleted at once instead of
--- blocking every other contender until the server expires that session.
+-- blocking every other contender until the server expires that session
+-- (not a node whose path others create once ours is gone: it may be theirs).
 local errors = require "zkcoord.errors"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
@@ -88,9 +89,12 @@ end
 --- Contract, for recipes: `path` was created by this session for `q`, a
 --- position that answers node() (its node's path), is_through() and
 --- leave() (the nginx waiter calls them when the request that made the
---- node ends or its thread is killed).
-function _M:own_node(path, q)
-    local e = { serial = self._serial, q = q }
+--- node ends or its thread is killed). `shared`: others create this very
+--- path once our node is gone (a work-queue claim), so only this session
+--- may delete it: a new session forgets it instead of deleting whoever's
+--- node is there by then.
+function _M:own_node(path, q, shared)
+    local e = { serial = self._serial, q = q, shared = shared or nil }
     self._owned[path] = e
     local w = self._waiter
     if w.track then
@@ -120,8 +124,10 @@ function _M:_delete_lost_nodes()
             if e.scope then
                 e.scope.nodes[path] = nil
             end
-            delete_attempt(self, path, -1, false, self._serial)
-            n = n + 1
+            if not e.shared then
+                delete_attempt(self, path, -1, false, self._serial)
+                n = n + 1
+            end
         end
     end
     if n > 0 then
