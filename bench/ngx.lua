@@ -210,6 +210,7 @@ local SCALE_APP = [==[
 local zn = require "zkcoord.ngx"
 local semaphore = require "ngx.semaphore"
 local now = require("zkcoord").now
+local ticker = require "zkcoord.wait.ngx.ticker"
 local TIMEOUT = @TIMEOUT@
 local parked = semaphore.new(0)
 local _M = {}
@@ -264,7 +265,7 @@ function _M.heap()
         collectgarbage()
         collectgarbage()
     end
-    local w = assert(zn.client())._waiter
+    local w = assert(zn.client()):waiter()
     ngx.say(("%.1f %d %d"):format(collectgarbage("count"), -math.min(0, parked:count()),
                                   w.waiting))
 end
@@ -273,11 +274,11 @@ end
 -- (every waiting event; a peek at the client socket of each) and for
 -- ended requests (every request that owns nodes).
 function _M.tick()
-    local w = assert(zn.client())._waiter
+    local w = assert(zn.client()):waiter()
     local t0 = now()
-    w:_reap()
+    ticker.reap(w)
     local t1 = now()
-    w:_end_scopes()
+    ticker.end_scopes(w)
     local t2 = now()
     local scopes = 0
     for _ in pairs(w.scopes) do scopes = scopes + 1 end
@@ -637,8 +638,8 @@ if scale_mode then
                 .. " s while",
             "they wait and nothing else happens; a tick is 1/" .. CLK_TCK .. " s. One ticker tick: the",
             "work the waiter's ticker does every 50 ms while requests wait, timed in the worker:",
-            "its look for aborted waiters (`_reap`: every waiting event, a peek at each",
-            "request's client socket) and for ended requests (`_end_scopes`). `/ping`: "
+            "its look for aborted waiters (`ticker.reap`: every waiting event, a peek at each",
+            "request's client socket) and for ended requests (`ticker.end_scopes`). `/ping`: "
                 .. PINGS .. " sequential",
             "requests, a new connection each. Served: from the release to the last response;",
             "per request: that over N (for the exclusive lock: per handoff). Grant interval:",
