@@ -2,6 +2,7 @@
 -- how one worker holds up with thousands of waiting requests.
 --   luajit bench/ngx.lua [--doc] [--idle SECONDS]
 --   luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]
+--                              [--only park,xlock,rlock] [--rss-cap MB]
 -- Starts its own ZooKeeper and two private nginx instances (2 workers
 -- each) with the same handlers: one with the doorbell pump (sock_dir
 -- /tmp), one forced onto the polling fallback (sock_dir /nonexistent).
@@ -22,7 +23,9 @@
 -- they wait, the cost of one tick of the waiter's ticker (the timer that
 -- looks for ended requests), /ping p50/p99 meanwhile, and the time from the
 -- release until every request answered. --doc writes the section between
--- <!-- ngx-scale:begin --> and <!-- ngx-scale:end -->.
+-- <!-- ngx-scale:begin --> and <!-- ngx-scale:end -->. --only runs those
+-- shapes (park, xlock, rlock); --rss-cap (default 1000 MB) stops the
+-- queueing once the worker's RSS passes it.
 package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
 
@@ -31,44 +34,43 @@ local nginx = require "helpers.nginx"
 local proc = require "helpers.proc"
 local zkcoord = require "zkcoord"
 
-local write_doc, idle_secs = false, 10
-local scale_mode, counts, window, only = false, { 1000, 10000 }, 10, nil
-local RSS_CAP_MB = 1000     -- scale: the worker may grow to this while they queue (shared machine)
-do
-    local usage = "usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]\n"
-        .. "       luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]"
-        .. " [--only park,xlock,rlock] [--rss-cap MB]"
-    local i = 1
-    if arg[1] == "scale" then
-        scale_mode, i = true, 2
-    end
-    while arg[i] do
-        if arg[i] == "--doc" then
-            write_doc = true
-        elseif arg[i] == "--idle" and not scale_mode then
-            i = i + 1
-            idle_secs = assert(tonumber(arg[i]), "--idle needs seconds")
-        elseif arg[i] == "--counts" and scale_mode then
-            i = i + 1
-            counts = {}
-            for v in tostring(arg[i]):gmatch("%d+") do counts[#counts + 1] = tonumber(v) end
-            assert(#counts > 0, "--counts needs numbers")
-        elseif arg[i] == "--rss-cap" and scale_mode then
-            i = i + 1
-            RSS_CAP_MB = assert(tonumber(arg[i]), "--rss-cap needs megabytes")
-        elseif arg[i] == "--only" and scale_mode then
-            i = i + 1
-            only = {}
-            for v in tostring(arg[i]):gmatch("[%w]+") do only[v] = true end
-        elseif arg[i] == "--window" and scale_mode then
-            i = i + 1
-            window = assert(tonumber(arg[i]), "--window needs seconds")
-        else
-            error(usage)
+local options = require "helpers.options"
+
+-- "xlock,rlock" -> { xlock = true, rlock = true }: the shapes of scale to run.
+local function shape_set(text)
+    local set = {}
+    for v in text:gmatch("[^,]+") do
+        if v ~= "park" and v ~= "xlock" and v ~= "rlock" then
+            return nil, "takes park, xlock, rlock"
         end
-        i = i + 1
+        set[v] = true
     end
+    return set
 end
+
+-- The first argument picks the mode, and each mode takes its own options.
+local scale_mode = arg[1] == "scale"
+local opts = options.parse(scale_mode and { unpack(arg, 2) } or arg, {
+    name = "ngx.lua",
+    usage = "usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]\n"
+        .. "       luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]"
+        .. " [--only park,xlock,rlock] [--rss-cap MB]",
+    status = 64,
+    defaults = { doc = false, idle = 10, counts = { 1000, 10000 }, window = 10, rss_cap = 1000 },
+    options = scale_mode and {
+        ["--doc"] = "flag",
+        ["--counts"] = options.numbers,
+        ["--window"] = "number",
+        ["--only"] = shape_set,
+        ["--rss-cap"] = "number",
+    } or {
+        ["--doc"] = "flag",
+        ["--idle"] = "number",
+    },
+})
+local write_doc, idle_secs = opts.doc, opts.idle
+local counts, window, only = opts.counts, opts.window, opts.only
+local RSS_CAP_MB = opts.rss_cap -- scale: the worker may grow to this while they queue (shared machine)
 
 local ROUNDS = 2          -- interleaved rounds of the latency measurements
 local HANDOFF_ROUNDS = 60 -- per request, two requests: ~120 handoffs per round
@@ -208,6 +210,7 @@ local SCALE_APP = [==[
 local zn = require "zkcoord.ngx"
 local semaphore = require "ngx.semaphore"
 local now = require("zkcoord").now
+local ticker = require "zkcoord.wait.ngx.ticker"
 local TIMEOUT = @TIMEOUT@
 local parked = semaphore.new(0)
 local _M = {}
@@ -262,7 +265,7 @@ function _M.heap()
         collectgarbage()
         collectgarbage()
     end
-    local w = assert(zn.client())._waiter
+    local w = assert(zn.client()):waiter()
     ngx.say(("%.1f %d %d"):format(collectgarbage("count"), -math.min(0, parked:count()),
                                   w.waiting))
 end
@@ -271,11 +274,11 @@ end
 -- (every waiting event; a peek at the client socket of each) and for
 -- ended requests (every request that owns nodes).
 function _M.tick()
-    local w = assert(zn.client())._waiter
+    local w = assert(zn.client()):waiter()
     local t0 = now()
-    w:_reap()
+    ticker.reap(w)
     local t1 = now()
-    w:_end_scopes()
+    ticker.end_scopes(w)
     local t2 = now()
     local scopes = 0
     for _ in pairs(w.scopes) do scopes = scopes + 1 end
@@ -635,8 +638,8 @@ if scale_mode then
                 .. " s while",
             "they wait and nothing else happens; a tick is 1/" .. CLK_TCK .. " s. One ticker tick: the",
             "work the waiter's ticker does every 50 ms while requests wait, timed in the worker:",
-            "its look for aborted waiters (`_reap`: every waiting event, a peek at each",
-            "request's client socket) and for ended requests (`_end_scopes`). `/ping`: "
+            "its look for aborted waiters (`ticker.reap`: every waiting event, a peek at each",
+            "request's client socket) and for ended requests (`ticker.end_scopes`). `/ping`: "
                 .. PINGS .. " sequential",
             "requests, a new connection each. Served: from the release to the last response;",
             "per request: that over N (for the exclusive lock: per handoff). Grant interval:",

@@ -56,57 +56,33 @@ local LUAJIT = arg[-1] or "luajit"
 -- ---------------------------------------------------------------------------
 -- Options.
 
-local function usage(msg)
-    if msg then
-        io.stderr:write("run.lua: ", msg, "\n")
-    end
-    io.stderr:write("usage: luajit bench/run.lua [--quick] [--doc] [--only zkcoord,raw,kazoo,curator]\n"
-        .. "                            [--rows key,...] [--rounds N] [--duration S] [--warmup S]\n")
-    os.exit(2)
+-- --rounds, --duration and --warmup land in *_set keys: --quick sets the
+-- defaults below, and an explicit value wins over --quick in either order.
+local options = require "helpers.options"
+local SPEC = {
+    name = "run.lua",
+    usage = "usage: luajit bench/run.lua [--quick] [--doc] [--only zkcoord,raw,kazoo,curator]\n"
+        .. "                            [--rows key,key] [--rounds N] [--duration S] [--warmup S]\n"
+        .. "                            [--json FILE]",
+    defaults = { rounds = 3, duration = 5, warmup = 2, doc = false, quick = false },
+    options = {
+        ["--quick"] = "flag",
+        ["--doc"] = "flag",
+        ["--only"] = "string",
+        ["--json"] = "string",
+        ["--rows"] = "string",
+        ["--rounds"] = { "number", key = "rounds_set" },
+        ["--duration"] = { "number", key = "duration_set" },
+        ["--warmup"] = { "number", key = "warmup_set" },
+    },
+}
+local opts = options.parse(arg, SPEC)
+if opts.quick then
+    opts.rounds, opts.duration, opts.warmup = 1, 1, 0
 end
-
-local opts = { rounds = 3, duration = 5, warmup = 2, doc = false, quick = false }
-do
-    local i = 1
-    while i <= #arg do
-        local a = arg[i]
-        local function val()
-            i = i + 1
-            if arg[i] == nil then
-                usage(a .. " needs a value")
-            end
-            return arg[i]
-        end
-        if a == "--quick" then
-            opts.quick = true
-        elseif a == "--doc" then
-            opts.doc = true
-        elseif a == "--only" then
-            opts.only = val()
-        elseif a == "--json" then
-            opts.json = val()
-        elseif a == "--rows" then
-            opts.rows = val()
-        elseif a == "--rounds" then
-            opts.rounds_set = tonumber(val()) or usage("--rounds needs a number")
-        elseif a == "--duration" then
-            opts.duration_set = tonumber(val()) or usage("--duration needs a number")
-        elseif a == "--warmup" then
-            opts.warmup_set = tonumber(val()) or usage("--warmup needs a number")
-        elseif a == "-h" or a == "--help" then
-            usage()
-        else
-            usage("unknown argument " .. a)
-        end
-        i = i + 1
-    end
-    if opts.quick then
-        opts.rounds, opts.duration, opts.warmup = 1, 1, 0
-    end
-    opts.rounds = opts.rounds_set or opts.rounds
-    opts.duration = opts.duration_set or opts.duration
-    opts.warmup = opts.warmup_set or opts.warmup
-end
+opts.rounds = opts.rounds_set or opts.rounds
+opts.duration = opts.duration_set or opts.duration
+opts.warmup = opts.warmup_set or opts.warmup
 
 -- ---------------------------------------------------------------------------
 -- Small helpers.
@@ -355,7 +331,7 @@ do
         want = {}
         for k in opts.only:gmatch("[^,%s]+") do
             if not LIB_BY_KEY[k] then
-                usage("--only: unknown library " .. k .. " (zkcoord, raw, kazoo, curator)")
+                options.fail(SPEC, "--only: unknown library " .. k .. " (zkcoord, raw, kazoo, curator)")
             end
             want[k] = true
         end
@@ -381,7 +357,7 @@ if opts.rows then
         end
     end
     if next(want) then
-        usage("--rows: unknown row " .. next(want))
+        options.fail(SPEC, "--rows: unknown row " .. next(want))
     end
 end
 

@@ -51,41 +51,35 @@ local peerlib = require "peerlib"
 local now = zkcoord.now
 local sh, shquote, trim = peerlib.sh, peerlib.shquote, peerlib.trim
 
-local USAGE = "usage: luajit bench/scale.lua all|lock|locks|watches [--doc] [--libs zkcoord,kazoo,curator]\n"
-    .. "    [--waiters 1,16,64,256,1000] [--sessions 16] [--seconds 5] [--rounds 1]\n"
-    .. "    [--locks 10000] [--watches 1000,10000,100000] [--bound 180]\n"
-
-local what = arg[1]
-local opts = { waiters = "1,16,64,256,1000", sessions = 16, seconds = 5, rounds = 1,
-               locks = 10000, watches = "1000,10000,100000", bound = 180,
-               libs = "zkcoord,kazoo,curator", doc = false }
-do
-    local i = 2
-    while arg[i] do
-        local key = arg[i]:match("^%-%-([%w]+)$")
-        if key == "doc" then
-            opts.doc = true
-            i = i + 1
-        elseif key and opts[key] ~= nil and arg[i + 1] then
-            opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
-            i = i + 2
-        else
-            io.stderr:write(USAGE)
-            os.exit(64)
-        end
-    end
-end
+local options = require "helpers.options"
 local CURVES = { all = { "lock", "locks", "watches" }, lock = { "lock" }, locks = { "locks" },
                  watches = { "watches" } }
+local SPEC = {
+    name = "scale.lua",
+    usage = "usage: luajit bench/scale.lua all|lock|locks|watches [--doc] [--libs zkcoord,kazoo,curator]\n"
+        .. "    [--waiters 1,16,64,256,1000] [--sessions 16] [--seconds 5] [--rounds 1]\n"
+        .. "    [--locks 10000] [--watches 1000,10000,100000] [--bound 180]",
+    status = 64,
+    positional = 1,
+    defaults = { waiters = { 1, 16, 64, 256, 1000 }, sessions = 16, seconds = 5, rounds = 1,
+                 locks = 10000, watches = { 1000, 10000, 100000 }, bound = 180,
+                 libs = "zkcoord,kazoo,curator", doc = false },
+    options = {
+        ["--doc"] = "flag",
+        ["--libs"] = "string",
+        ["--waiters"] = options.numbers,
+        ["--watches"] = options.numbers,
+        ["--sessions"] = "number",
+        ["--seconds"] = "number",
+        ["--rounds"] = "number",
+        ["--locks"] = "number",
+        ["--bound"] = "number",
+    },
+}
+local opts, rest = options.parse(arg, SPEC)
+local what = rest[1]
 if not CURVES[what] then
-    io.stderr:write(USAGE)
-    os.exit(64)
-end
-
-local function list(s)
-    local out = {}
-    for n in tostring(s):gmatch("%d+") do out[#out + 1] = tonumber(n) end
-    return out
+    options.fail(SPEC, what and ("unknown curve " .. what) or "which curve: all, lock, locks or watches?")
 end
 
 local function log(fmt, ...)
@@ -216,7 +210,7 @@ local function listing(w)
 end
 
 local function curve_lock()
-    local sizes = list(opts.waiters)
+    local sizes = opts.waiters
     for round = 1, opts.rounds do
         for i, w in ipairs(sizes) do
             local s = math.min(w, opts.sessions)
@@ -266,7 +260,7 @@ local function curve_locks()
 end
 
 local function curve_watches()
-    for i, n in ipairs(list(opts.watches)) do
+    for i, n in ipairs(opts.watches) do
         local dir = ("/scale/watch-%d"):format(n)
         assert(admin:create(dir, nil, { parents = true }))
         local fs = {}
@@ -337,7 +331,7 @@ local function fmt(v, f)
 end
 
 local function lock_table()
-    local sizes = list(opts.waiters)
+    local sizes = opts.waiters
     local head = { "waiters", "sessions" }
     for _, l in ipairs(libs) do head[#head + 1] = l.name .. " handoffs/s" end
     for _, l in ipairs(libs) do head[#head + 1] = l.name .. " p50 / p99 (ms)" end
@@ -396,7 +390,7 @@ local function watches_table()
     local lines = { "| watches | library | armed in | memory per watch | RSS per watch | change p50"
                     .. " | change p99 | re-armed after an expiry |",
                     "|---|---|---|---|---|---|---|---|" }
-    for _, n in ipairs(list(opts.watches)) do
+    for _, n in ipairs(opts.watches) do
         for _, l in ipairs(libs) do
             local r = results.watches[n] and results.watches[n][l.key]
             if r and not r.err then
@@ -436,7 +430,7 @@ end
 
 local function knees()
     local out = {}
-    local sizes = list(opts.waiters)
+    local sizes = opts.waiters
     for _, l in ipairs(libs) do
         local n, a, b = knee(sizes, function(w)
             local rl = results.lock[w] and results.lock[w][l.key]
@@ -447,7 +441,7 @@ local function knees()
             or ("- lock, %s: time per handoff within 1.5x of the 16-waiter figure at every size"
                 .. " measured."):format(l.name)
     end
-    local ws = list(opts.watches)
+    local ws = opts.watches
     for _, l in ipairs(libs) do
         for _, m in ipairs({ { "heap_per_watch", "memory per watch", "%.0f B" },
                              { "p50_ms", "change p50", "%.2f ms" },
@@ -489,7 +483,7 @@ end
 local function plot_lock()
     local dat = root .. "/bench/results/scale-lock.dat"
     local rows = {}
-    for _, w in ipairs(list(opts.waiters)) do
+    for _, w in ipairs(opts.waiters) do
         local cells = { tostring(w) }
         for _, l in ipairs(libs) do
             local rl = results.lock[w] and results.lock[w][l.key]
@@ -532,7 +526,7 @@ end
 local function plot_watches()
     local dat = root .. "/bench/results/scale-watches.dat"
     local rows = {}
-    for _, n in ipairs(list(opts.watches)) do
+    for _, n in ipairs(opts.watches) do
         local cells = { tostring(n) }
         for _, l in ipairs(libs) do
             local r = results.watches[n] and results.watches[n][l.key]

@@ -14,7 +14,7 @@
 --           ["--servers"] = "string",               -- opts.servers = next
 --           ["--verbose"] = "flag",                 -- opts.verbose = true
 --           ["--no-known"] = { "flag", key = "match_known", value = false },
---           ["--sizes"] = { list_of_numbers },      -- a function: text -> value or nil, why
+--           ["--sizes"] = options.numbers,          -- a function: text -> value or nil, why
 --       },
 --   })
 --
@@ -25,15 +25,10 @@
 -- prints "<name>: <why>" and the usage to stderr and exits with `status`.
 -- Operands (arguments not starting with "-") come back in `rest`, in order.
 --
--- The other benchmarks adopt it like this (not switched yet):
---   bench/run.lua    options { --quick, --doc flags; --only, --json, --rows
---                    strings; --rounds, --duration, --warmup numbers with
---                    key = "rounds_set" etc. }, status 2; its --quick
---                    defaults stay applied after parse.
---   bench/scale.lua  positional = 1 (lock|locks|watches, checked after parse),
---                    its --waiters string and --procs, --seconds, --count
---                    numbers listed, --servers a string, status 64.
---   bench/ngx.lua    options { --doc flag, --idle number }, status 64.
+-- options.numbers is the converter for a comma-separated list of numbers
+-- ("1000,10000" -> { 1000, 10000 }), for options that take sizes or counts.
+-- options.fail(spec, why) ends the script the way a bad argument does, for
+-- what only the script can check after parse (an operand's value).
 local _M = {}
 
 local function key_of(name)
@@ -53,10 +48,25 @@ local CONVERT = {
     end,
 }
 
+--- Converts "1,16,64" to { 1, 16, 64 }; nil and the reason when an item
+--- is not a number or the list is empty.
+function _M.numbers(text)
+    local list = {}
+    for item in (text .. ","):gmatch("([^,]*),") do
+        local n = tonumber(item)
+        if n == nil then
+            return nil, "needs numbers separated by commas"
+        end
+        list[#list + 1] = n
+    end
+    return list
+end
+
 local function fail(spec, msg)
     io.stderr:write(spec.name or "", spec.name and ": " or "", msg, "\n", spec.usage or "", "\n")
     os.exit(spec.status or 2)
 end
+_M.fail = fail
 
 -- The option's kind (a CONVERT name, "flag" or a function), key and flag value.
 local function describe(name, d)

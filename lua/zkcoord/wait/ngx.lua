@@ -19,90 +19,27 @@
 -- to polling with a growing ngx.sleep step, and says so once in the log.
 --
 -- Requests: nodes a recipe creates in a request (not a timer) belong to
--- it (its ngx.ctx). A ticker timer, armed only while requests wait or hold
--- nodes, sees a request that ended (its ngx.ctx reference was freed) or a
--- wait whose coroutine was killed (its semaphore lost its waiter), and
--- deletes their nodes; a node still held then is logged as a warning.
+-- it (its ngx.ctx). A ticker timer (zkcoord.wait.ngx.ticker), armed only
+-- while requests wait or hold nodes, sees a request that ended (its
+-- ngx.ctx reference was freed) or a wait whose coroutine was killed (its
+-- semaphore lost its waiter), and deletes their nodes; a node still held
+-- then is logged as a warning. The ticker also reaps waiting events and
+-- runs the exit drain's step; this file is the waiter's API and its pump.
 local core = require "zkcoord.core"
+local ticker = require "zkcoord.wait.ngx.ticker"
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
-local setmetatable, tostring, pcall, pairs, next, type =
-    setmetatable, tostring, pcall, pairs, next, type
+local setmetatable, tostring, pcall, type = setmetatable, tostring, pcall, type
 local running = coroutine.running
 local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
 local LEVELS = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
-
--- Is a request's ngx.ctx still its own? lua-resty-core keeps every ctx in
--- one registry table under a reference the request frees when it ends.
-local ctx_ref, ctx_tables
-do
-    local ok = pcall(function()
-        local ffi = require "ffi"
-        local base = require "resty.core.base"
-        require "resty.core.ctx"
-        local get_request = base.get_request
-        local get_ref = ffi.C.ngx_http_lua_ffi_get_ctx_ref
-        local in_ssl, ssl_ref = ffi.new("int[1]"), ffi.new("int[1]")
-        ctx_tables = debug.getregistry().ngx_lua_ctx_tables
-        ctx_ref = function()
-            local r = get_request()
-            if not r then
-                return nil
-            end
-            local ref = get_ref(r, in_ssl, ssl_ref)
-            return ref > 0 and ref or nil
-        end
-    end)
-    if not ok or type(ctx_tables) ~= "table" then
-        ctx_ref, ctx_tables = nil, nil
-    end
-end
+local arm, ctx_ref = ticker.arm, ticker.ctx_ref
 
 local function get_ctx()
     return ngx.ctx
 end
-
--- The client socket of the current request (plain HTTP/1 over TCP), to see
--- a client that went away while its request waits: nginx notices only with
--- lua_check_client_abort on. The first fields of ngx_http_request_t
--- (signature, connection) and ngx_connection_t (data, read, write, fd) have
--- kept their places across nginx versions; the signature is checked.
-local request_fd, client_gone
-do
-    local ok = pcall(function()
-        local ffi = require "ffi"
-        local get_request = require("resty.core.base").get_request
-        pcall(ffi.cdef, "long recv(int sockfd, void *buf, size_t len, int flags);")
-        local recv = ffi.C.recv
-        local u32, vpp, ip, cp = ffi.typeof("uint32_t *"), ffi.typeof("void **"),
-            ffi.typeof("int *"), ffi.typeof("char *")
-        local HTTP = 0x50545448          -- "HTTP"
-        local PEEK_NOWAIT = 0x02 + 0x40  -- MSG_PEEK | MSG_DONTWAIT
-        local buf = ffi.new("char[1]")
-        local ptr_size = ffi.sizeof("void *")
-        request_fd = function()
-            local r = get_request()
-            if not r or ffi.cast(u32, r)[0] ~= HTTP then
-                return nil
-            end
-            local c = ffi.cast(vpp, ffi.cast(cp, r) + ptr_size)[0]
-            if c == nil then
-                return nil
-            end
-            local fd = ffi.cast(ip, ffi.cast(cp, c) + 3 * ptr_size)[0]
-            return fd >= 0 and fd or nil
-        end
-        client_gone = function(fd)
-            return recv(fd, buf, 1, PEEK_NOWAIT) == 0
-        end
-    end)
-    if not ok then
-        request_fd, client_gone = nil, nil
-    end
-end
-local REQUEST_PHASES = { rewrite = true, access = true, content = true }
 
 local _M = { _VERSION = require("zkcoord.version"), name = "ngx", inline_callbacks = false }
 local mt = { __index = _M }
@@ -114,21 +51,12 @@ local NO_WAIT = {
     ssl_session_fetch = true, ssl_session_store = true, exit_worker = true,
 }
 
-local arm   -- arm(waiter): the ticker, below
-local abandon   -- abandon(waiter, ev, was_set): a waiter whose coroutine is gone
-
 local FOREVER = 365 * 24 * 3600
 -- ngx.semaphore and cosockets take milliseconds as a C int: longer waits
 -- go in chunks.
 local MAX_WAIT = 86400         -- seconds per semaphore wait
 local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
                                -- in practice; timers and exits kick it
-local TICK = 0.05              -- seconds between ticks while armed
--- Seconds between peeks at waiting requests' client connections (one
--- recv() each): the peek only serves requests whose client went away
--- without lua_check_client_abort; every tick would cost a system call per
--- waiting request 20 times a second (40 % of a core at 10,000 waiters).
-local PEEK_EVERY = 0.5
 
 _M.sock_dir = "/tmp"
 local counter = 0
@@ -161,7 +89,8 @@ function _M.new(client, pump)
         parked = false,
         scopes = {},          -- requests that own nodes: scope -> true
         by_ctx = setmetatable({}, { __mode = "k" }),  -- ngx.ctx -> scope
-        ticking = false,
+        ticking = false,      -- the ticker's timer is pending
+        next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
     self:_start_pump()
     return self
@@ -205,9 +134,7 @@ function Event:wait(timeout)
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
     end
     self.co = running()
-    if request_fd and REQUEST_PHASES[get_phase()] then
-        self.fd = request_fd()
-    end
+    ticker.note_client(self)
     arm(w)
     local sema = self.sema
     local deadline = timeout and ngx.now() + timeout
@@ -274,88 +201,6 @@ function _M:track(e, path)
     e.scope, e.co = s, running()
     s.nodes[path] = e
     arm(self)
-end
-
-
--- Deletes the node of entry `e` (its position leaves the line).
-local function drop(client, path, e, why)
-    local q = e.q
-    if q:node() == path then
-        if q:is_through() then
-            log(WARN, "zkcoord: ", why, " holding ", path, ": released")
-        end
-        q:leave()
-    else
-        client:disown_node(path)
-    end
-end
-
-
--- Requests that ended: their nodes go. A request whose nodes all went
--- normally is forgotten (a later node makes a new scope).
-function _M:_end_scopes()
-    local client = self.client
-    for s in pairs(self.scopes) do
-        if ctx_tables[s.ref] ~= s.ctx then
-            for path, e in pairs(s.nodes) do
-                drop(client, path, e, "the request ended")
-            end
-            s.nodes = {}
-        end
-        if next(s.nodes) == nil then
-            self.scopes[s] = nil
-            if self.by_ctx[s.ctx] == s then
-                self.by_ctx[s.ctx] = nil
-            end
-        end
-    end
-end
-
-
--- A coroutine killed while waiting (a light thread, an aborted request):
--- the positions it was waiting in leave the line. Its grants stay with
--- the request, which releases them when it ends.
-function _M:_abandoned(co)
-    local client = self.client
-    for s in pairs(self.scopes) do
-        for path, e in pairs(s.nodes) do
-            if e.co == co and not e.q:is_through() then
-                drop(client, path, e, "a killed thread")
-            end
-        end
-    end
-end
-
-
-local function tick(premature, self)
-    self.ticking = false
-    local client = self.client
-    if client:is_closed() then
-        return
-    end
-    local ok, err = pcall(function()
-        self:_reap()
-        self:_end_scopes()
-        self.pump:check_timers()
-    end)
-    if not ok then
-        log(ERR, "zkcoord: tick: ", err)
-    end
-    if not premature and (next(self.live) or next(self.scopes) or client:state() == "suspended") then
-        arm(self)
-    end
-end
-
-
--- Arms the ticker (one timer at a time) while something needs watching.
-arm = function(self)
-    if self.ticking or self.client:is_closed() then
-        return
-    end
-    local ok = ngx.timer.at(self.pump:timer_cap(TICK), tick, self)
-    if ok then
-        self.ticking = true
-    end
 end
 
 
@@ -521,70 +366,6 @@ function _M:_pump_loop()
 end
 
 
--- An event whose coroutine is gone: the reply it waited for goes to the
--- request's late handler, as for a caller that gave up (a create's deletes
--- the node it made), and the positions the coroutine waited in leave.
-function abandon(self, ev, was_set)
-    ev.abandoned = true
-    local p = ev.entry
-    if was_set and p and p.done and p.late then
-        local late = p.late
-        p.late = nil
-        self:defer(late, p, p.ctx)
-    end
-    if ctx_ref and ev.co then
-        self:_abandoned(ev.co)
-    end
-end
-
-
--- Waiters whose coroutine is gone (request aborted, thread killed) while
--- blocked: their semaphore has no waiter and was never posted.
--- A waiter whose client closed its connection is woken: its wait fails as
--- a timeout would, and the recipe leaves the line.
-function _M:_reap()
-    local exiting = ngx.worker.exiting()
-    local peek = false
-    if client_gone then
-        local t = ngx.now()
-        if t >= (self.next_peek or 0) then
-            peek, self.next_peek = true, t + PEEK_EVERY
-        end
-    end
-    for ev in pairs(self.live) do
-        if ev.is_set then
-            -- Set, but its coroutine may never resume: its request was
-            -- aborted just after the set (a reply arriving after the
-            -- abort). While the worker exits it no longer counts as
-            -- waiting (or the exit drain would never end); a live
-            -- coroutine resumes within a loop iteration, so one still not
-            -- resumed a second after the set is gone: its positions leave.
-            if ev.sema:count() >= 0 then
-                local stale = ev.set_at and ngx.now() - ev.set_at > 1
-                if exiting or stale then
-                    self.live[ev] = nil
-                    self.waiting = self.waiting - 1
-                    if stale then
-                        abandon(self, ev, true)
-                    end
-                end
-            end
-        else
-            if ev.sema:count() >= 0 then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
-                abandon(self, ev, false)
-            elseif peek and ev.fd and client_gone(ev.fd) then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
-                ev.cancelled = true
-                ev.sema:post(1)
-            end
-        end
-    end
-end
-
-
 -- Fallback (and the exit drain): poll with a step that grows while nothing
 -- arrives and starts again at 1 ms when something did; parked on a
 -- semaphore while nobody waits (a new waiter wakes it).
@@ -597,15 +378,8 @@ function _M:_poll_loop()
         if not ok then
             log(ERR, "zkcoord: pump: ", perr)
         end
-        local exiting = ngx.worker.exiting()
-        if exiting then
-            self:_reap()
-            if ctx_ref then
-                self:_end_scopes()
-            end
-            if self.waiting == 0 then
-                break
-            end
+        if ngx.worker.exiting() and ticker.drained(self) then
+            break
         end
         if self.sets ~= sets then
             step = 0.001

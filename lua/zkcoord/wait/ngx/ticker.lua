@@ -1,0 +1,280 @@
+--- zkcoord.wait.ngx.ticker: the nginx waiter's ticker, reaper and exit drain.
+--
+-- What the waiter watches while requests wait or hold nodes. Owns the
+-- ticker (one ngx.timer at a time, armed only while an event is waited
+-- on, a request holds nodes, or the session is suspended), the reaper (its
+-- visit of every waiting event: the semaphore's count, a peek at the
+-- request's client socket, the events whose coroutine is gone), the end
+-- of requests that own nodes (ngx.ctx freed) and the exit drain's step.
+-- Rules:
+--  * a waiter whose coroutine is gone (request aborted, light thread
+--    killed) leaves: the reply it waited for goes to its late handler (a
+--    create's deletes the node), and the positions it waited in leave the
+--    line; its grants stay with the request, which releases them when it
+--    ends;
+--  * a request that ended loses its nodes; one still held is logged as a
+--    warning, since the request should have released it;
+--  * a client that went away wakes its waiter as a timeout would: nginx
+--    sees it only with lua_check_client_abort on, so the reaper peeks, at
+--    most every PEEK_EVERY seconds (one recv() per waiting request);
+--  * while the worker exits, a set event not yet resumed no longer counts
+--    as waiting, so the drain ends.
+-- Functions take the waiter as `self`: this module is part of the
+-- waiter's class and reads its fields (zkcoord.wait.ngx's `new` lists
+-- them). It touches ngx only when called, so it loads outside nginx.
+local ngx = ngx
+local pcall, pairs, next, type = pcall, pairs, next, type
+
+local _M = { _VERSION = require("zkcoord.version") }
+
+local TICK = 0.05              -- seconds between ticks while armed
+-- Seconds between peeks at waiting requests' client connections (one
+-- recv() each): the peek only serves requests whose client went away
+-- without lua_check_client_abort; every tick would cost a system call per
+-- waiting request 20 times a second (40 % of a core at 10,000 waiters).
+local PEEK_EVERY = 0.5
+
+-- Is a request's ngx.ctx still its own? lua-resty-core keeps every ctx in
+-- one registry table under a reference the request frees when it ends.
+local ctx_ref, ctx_tables
+do
+    local ok = pcall(function()
+        local ffi = require "ffi"
+        local base = require "resty.core.base"
+        require "resty.core.ctx"
+        local get_request = base.get_request
+        local get_ref = ffi.C.ngx_http_lua_ffi_get_ctx_ref
+        local in_ssl, ssl_ref = ffi.new("int[1]"), ffi.new("int[1]")
+        ctx_tables = debug.getregistry().ngx_lua_ctx_tables
+        ctx_ref = function()
+            local r = get_request()
+            if not r then
+                return nil
+            end
+            local ref = get_ref(r, in_ssl, ssl_ref)
+            return ref > 0 and ref or nil
+        end
+    end)
+    if not ok or type(ctx_tables) ~= "table" then
+        ctx_ref, ctx_tables = nil, nil
+    end
+end
+
+--- The current request's ctx reference (nil outside a request), or nil
+--- when this nginx keeps no ctx registry: then no node is tied to a
+--- request.
+_M.ctx_ref = ctx_ref
+
+-- The client socket of the current request (plain HTTP/1 over TCP), to see
+-- a client that went away while its request waits. The first fields of
+-- ngx_http_request_t (signature, connection) and ngx_connection_t (data,
+-- read, write, fd) have kept their places across nginx versions; the
+-- signature is checked.
+local request_fd, client_gone
+do
+    local ok = pcall(function()
+        local ffi = require "ffi"
+        local get_request = require("resty.core.base").get_request
+        pcall(ffi.cdef, "long recv(int sockfd, void *buf, size_t len, int flags);")
+        local recv = ffi.C.recv
+        local u32, vpp, ip, cp = ffi.typeof("uint32_t *"), ffi.typeof("void **"),
+            ffi.typeof("int *"), ffi.typeof("char *")
+        local HTTP = 0x50545448          -- "HTTP"
+        local PEEK_NOWAIT = 0x02 + 0x40  -- MSG_PEEK | MSG_DONTWAIT
+        local buf = ffi.new("char[1]")
+        local ptr_size = ffi.sizeof("void *")
+        request_fd = function()
+            local r = get_request()
+            if not r or ffi.cast(u32, r)[0] ~= HTTP then
+                return nil
+            end
+            local c = ffi.cast(vpp, ffi.cast(cp, r) + ptr_size)[0]
+            if c == nil then
+                return nil
+            end
+            local fd = ffi.cast(ip, ffi.cast(cp, c) + 3 * ptr_size)[0]
+            return fd >= 0 and fd or nil
+        end
+        client_gone = function(fd)
+            return recv(fd, buf, 1, PEEK_NOWAIT) == 0
+        end
+    end)
+    if not ok then
+        request_fd, client_gone = nil, nil
+    end
+end
+local REQUEST_PHASES = { rewrite = true, access = true, content = true }
+
+--- Notes the client socket of the request that waits on `ev`, for the
+--- reaper's peeks (in a request's rewrite, access or content phase only).
+function _M.note_client(ev)
+    if request_fd and REQUEST_PHASES[ngx.get_phase()] then
+        ev.fd = request_fd()
+    end
+end
+
+
+-- Deletes the node of entry `e` (its position leaves the line).
+local function drop(client, path, e, why)
+    local q = e.q
+    if q:node() == path then
+        if q:is_through() then
+            ngx.log(ngx.WARN, "zkcoord: ", why, " holding ", path, ": released")
+        end
+        q:leave()
+    else
+        client:disown_node(path)
+    end
+end
+
+
+--- Requests that ended: their nodes go. A request whose nodes all went
+--- normally is forgotten (a later node makes a new scope).
+function _M.end_scopes(self)
+    local client = self.client
+    for s in pairs(self.scopes) do
+        if ctx_tables[s.ref] ~= s.ctx then
+            for path, e in pairs(s.nodes) do
+                drop(client, path, e, "the request ended")
+            end
+            s.nodes = {}
+        end
+        if next(s.nodes) == nil then
+            self.scopes[s] = nil
+            if self.by_ctx[s.ctx] == s then
+                self.by_ctx[s.ctx] = nil
+            end
+        end
+    end
+end
+local end_scopes = _M.end_scopes
+
+
+-- A coroutine killed while waiting (a light thread, an aborted request):
+-- the positions it was waiting in leave the line.
+local function abandoned(self, co)
+    local client = self.client
+    for s in pairs(self.scopes) do
+        for path, e in pairs(s.nodes) do
+            if e.co == co and not e.q:is_through() then
+                drop(client, path, e, "a killed thread")
+            end
+        end
+    end
+end
+
+
+-- An event whose coroutine is gone: the reply it waited for goes to the
+-- request's late handler, as for a caller that gave up, and the positions
+-- the coroutine waited in leave.
+local function abandon(self, ev, was_set)
+    ev.abandoned = true
+    local p = ev.entry
+    if was_set and p and p.done and p.late then
+        local late = p.late
+        p.late = nil
+        self:defer(late, p, p.ctx)
+    end
+    if ctx_ref and ev.co then
+        abandoned(self, ev.co)
+    end
+end
+
+
+--- Visits every waiting event: one whose coroutine is gone (its semaphore
+--- has no waiter and was never posted) is abandoned; one whose client
+--- closed its connection is woken, its wait failing as a timeout would.
+function _M.reap(self)
+    local exiting = ngx.worker.exiting()
+    local peek = false
+    if client_gone then
+        local t = ngx.now()
+        if t >= (self.next_peek or 0) then
+            peek, self.next_peek = true, t + PEEK_EVERY
+        end
+    end
+    for ev in pairs(self.live) do
+        if ev.is_set then
+            -- Set, but its coroutine may never resume: its request was
+            -- aborted just after the set (a reply arriving after the
+            -- abort). While the worker exits it no longer counts as
+            -- waiting (or the exit drain would never end); a live
+            -- coroutine resumes within a loop iteration, so one still not
+            -- resumed a second after the set is gone: its positions leave.
+            if ev.sema:count() >= 0 then
+                local stale = ev.set_at and ngx.now() - ev.set_at > 1
+                if exiting or stale then
+                    self.live[ev] = nil
+                    self.waiting = self.waiting - 1
+                    if stale then
+                        abandon(self, ev, true)
+                    end
+                end
+            end
+        else
+            if ev.sema:count() >= 0 then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                abandon(self, ev, false)
+            elseif peek and ev.fd and client_gone(ev.fd) then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                ev.cancelled = true
+                ev.sema:post(1)
+            end
+        end
+    end
+end
+local reap = _M.reap
+
+
+local arm
+
+local function tick(premature, self)
+    self.ticking = false
+    local client = self.client
+    if client:is_closed() then
+        return
+    end
+    local ok, err = pcall(function()
+        reap(self)
+        end_scopes(self)
+        self.pump:check_timers()
+    end)
+    if not ok then
+        ngx.log(ngx.ERR, "zkcoord: tick: ", err)
+    end
+    if not premature and (next(self.live) or next(self.scopes) or client:state() == "suspended") then
+        arm(self)
+    end
+end
+
+
+--- Arms the ticker (one timer at a time) while something needs watching;
+--- each tick reaps, ends the requests that ended, runs the session timers,
+--- and arms the next while something still does.
+function _M.arm(self)
+    if self.ticking or self.client:is_closed() then
+        return
+    end
+    local ok = ngx.timer.at(self.pump:timer_cap(TICK), tick, self)
+    if ok then
+        self.ticking = true
+    end
+end
+arm = _M.arm
+
+
+--- One step of the exit drain (the poll loop's, while the worker exits):
+--- reaps, ends the requests that ended, and says whether no request waits
+--- any more (then the drain is over).
+function _M.drained(self)
+    reap(self)
+    if ctx_ref then
+        end_scopes(self)
+    end
+    return self.waiting == 0
+end
+
+
+return _M
