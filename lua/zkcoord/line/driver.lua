@@ -362,15 +362,13 @@ function _M.scan(d, parent, names, mine)
         if name == mine then
             found = true
         else
-            local seq, marker = classify(name, pats)
-            if not seq then    -- luacheck: ignore 542
-                -- not a participant
-            elseif seq < my or (seq == my and name < mine) then
+            local seq, marker = classify(name, pats)    -- nil: not a participant
+            if seq and (seq < my or (seq == my and name < mine)) then
                 if (below == true or below[marker])
                    and (not bname or seq > bseq or (seq == bseq and name > bname)) then
                     bname, bseq, bmark = name, seq, marker
                 end
-            elseif above and above[marker]
+            elseif seq and above and above[marker]
                    and (not aseq or seq < aseq or (seq == aseq and name < aname)) then
                 aname, aseq, amark = name, seq, marker
             end
