@@ -1,7 +1,8 @@
 -- The engine's driver API (zkcoord.line: line.driver, modes, the sort key,
--- the rules module, the zkcoord.queue alias) and the TTL lease written as a
--- driver (examples/ttl_lease.lua), against real servers. TTL expiry runs on
--- a server of its own that checks TTLs every 0.5 s (60 s by default).
+-- the rules module, the zkcoord.queue alias, scanned rules) and the TTL
+-- lease written as a driver (examples/ttl_lease.lua), against real servers.
+-- TTL expiry runs on a server of its own that checks TTLs every 0.5 s (60 s
+-- by default).
 local zk = require "helpers.zk"
 local zkserver = require "helpers.zkserver"
 local proc = require "helpers.proc"
@@ -10,6 +11,10 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 
 local ttl_lease = assert(loadfile("examples/ttl_lease.lua"))("module")
+
+-- A lock's line: its rule is answered by the engine's one-pass scan
+-- (spec/line_scan_spec.lua compares it with the rule on parse's entries).
+local ONE = line.driver { marker = "lock-", rule = rules.first }
 
 -- Raises with a message containing `text` (plain), blaming this file.
 local function raises(text, fn, ...)
@@ -162,6 +167,50 @@ describe("line drivers #zk", function()
         assert.is_true(lb:release())
         other:sync("/lease")
         assert.same({}, other:children("/lease"))
+    end)
+
+    it("waits on a hand-made node below ours, not on one past the wrap or a foreign one", function()
+        assert(c:create("/l", nil, { parents = true }))
+        assert(c:create("/l/zz-lock-0000000000"))     -- below any node the server numbers
+        assert(c:create("/l/zz-lock--000000001"))     -- past the wrap: the newest
+        assert(c:create("/l/zz-lock-"))               -- no number: not in the line
+        local q = line.new(c, "/l", ONE)
+        assert.truthy(q.driver.scan)
+        assert.same({ nil, "timeout" }, { q:enter(0.3) })
+        assert.is_nil(q:node())                       -- gave up: no node left
+        local w, done = line.new(c, "/l", ONE), nil
+        c:spawn(function() done = { w:enter(10) } end)
+        c:spawn(function()
+            c:waiter():sleep(0.3)
+            assert.is_nil(done)
+            assert(other:delete("/l/zz-lock-0000000000"))
+        end)
+        assert.is_true(c:run(10))
+        assert.same({ true }, done)
+        local entries = assert(w:entries())          -- ours, then the newest hand-made one
+        assert.same({ w:node(), "/l/zz-lock--000000001" }, { entries[1].path, entries[2].path })
+        assert.equal(2, #entries)
+        w:leave()
+    end)
+
+    it("joins again when its node is deleted while it waits", function()
+        local holder = line.new(other, "/j", ONE)
+        assert.is_true(holder:enter(2))
+        local w, done, first = line.new(c, "/j", ONE), nil, nil
+        c:spawn(function() done = { w:enter(10) } end)
+        c:spawn(function()
+            c:waiter():sleep(0.3)
+            first = w:node()
+            assert.truthy(first)
+            assert(other:delete(first))
+            holder:leave()
+        end)
+        assert.is_true(c:run(10))
+        assert.same({ true }, done)
+        assert.truthy(w:node())
+        assert.not_equal(first, w:node())
+        assert.same({ w:node() }, { assert(w:entries())[1].path })
+        w:leave()
     end)
 end)
 

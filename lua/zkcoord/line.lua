@@ -12,11 +12,16 @@
 --      list already holds our node);
 --   2. sort the participants (children carrying one of the driver's
 --      markers; anything else under the parent is ignored) by sequence
---      number, or by the driver's key;
+--      number (equal numbers, only hand-made names have them, by name), or
+--      by the driver's key;
 --   3. ask the driver's rule: `true` means we are through, an entry means
 --      "wait until this one node changes" (exactly one: no herd effect),
 --      `line.ANY` means "wait until the line changes" (any create or
---      delete under the parent: for rules no single node can answer);
+--      delete under the parent: for rules no single node can answer).
+--      Steps 2 and 3 are one pass over the names, with no table per name
+--      and no sort, when the rule is rules.first, none_below or
+--      first_none_above and the driver has no key (the same verdict:
+--      zkcoord.line.rules' scans): every wake-up lists the whole line;
 --   4. watch that node with get() (a watch on a missing node is never set,
 --      so none leaks, Curator's choice), or list the line again with a
 --      watch and ask the rule about that very listing; wait, go back to 2.
@@ -347,10 +352,24 @@ local function disarm(self, armed)
 end
 
 
--- Asks the rule about a fresh listing and waits as it says. Returns
--- "through"; or "again", the next listing (or nil), the armed line watch;
--- or nil, err with our node deleted. A raising rule leaves no node behind.
+-- Asks the rule about a fresh listing. Returns "through"; "again" (our
+-- node is gone: join again), nil, the armed line watch; or "judged" (the
+-- verdict still to be checked) or "scanned" (the driver's one-pass scan
+-- gave it: nothing to check), the verdict, the armed watch, and for
+-- "judged" the entries and our index. A raising rule leaves no node behind.
 function _M:_decide(names, armed)
+    local d = self.driver
+    if d.scan then
+        local verdict = drivers.scan(d, self.path, names, self._name)
+        if verdict == nil then
+            self:_forget()
+            return "again", nil, armed
+        elseif verdict == true then
+            disarm(self, armed)
+            return "through"
+        end
+        return "scanned", verdict, armed
+    end
     local entries = self:parse(names)
     local me = index_of(entries, self._name)
     if not me then
@@ -461,8 +480,10 @@ function _M:enter(timeout)
                     self:_watch_own()
                 end
                 return true
-            elseif how == "judged" then
-                rules.check_verdict(self, verdict, entries, me)
+            elseif how ~= "again" then
+                if how == "judged" then
+                    rules.check_verdict(self, verdict, entries, me)
+                end
                 -- The listing must not stay alive for the whole wait: with N
                 -- waiters that is N listings of N entries (10,000 requests
                 -- waiting in one nginx worker ran it out of memory).

@@ -75,19 +75,22 @@ local WRITE_DRIVER = line.driver { marker = WRITE, markers = MARKERS,
 local below_write = rules.none_below(WRITE)
 
 
--- The readers' drivers of one rwlock: a reader is through when no write
--- node is below its own, watching the last one (readers behind a writer
--- all wait for that one); a downgrade (its owner holds the write lock:
--- writing() is true) at once.
-local function read_drivers(writing)
-    local function read_rule(entries, me, q)
-        if entries[me].marker == DOWNGRADE and writing() then
+-- A reader is through when no write node is below its own, watching the
+-- last one (readers behind a writer all wait for that one). The rule is
+-- the built-in itself, so the engine answers it in one pass over the
+-- listing (zkcoord.line.rules' scans).
+local READ_DRIVER = line.driver { marker = READ, markers = MARKERS, rule = below_write }
+
+
+-- The downgrade driver of one rwlock: through at once while its owner
+-- holds the write lock (writing() is true), else as a reader.
+local function downgrade_driver(writing)
+    return line.driver { marker = DOWNGRADE, markers = MARKERS, rule = function(entries, me, q)
+        if writing() then
             return true
         end
         return below_write(entries, me, q)
-    end
-    return line.driver { marker = READ, markers = MARKERS, rule = read_rule },
-           line.driver { marker = DOWNGRADE, markers = MARKERS, rule = read_rule }
+    end }
 end
 
 
@@ -110,13 +113,13 @@ function _M.new(client, path, opts)
     local wl, rl
     -- The pick hooks run in acquire() (lock.lua) when an owner joins, with
     -- that owner current: held() is about it.
-    local read, downgrade = read_drivers(function() return wl:held() end)
+    local downgrade = downgrade_driver(function() return wl:held() end)
     wl = lock.new(client, path, lopts, WRITE_DRIVER, function()
         if rl:held() then
             error(UPGRADE_MSG, 3)
         end
     end)
-    rl = lock.new(client, path, lopts, read, function()
+    rl = lock.new(client, path, lopts, READ_DRIVER, function()
         return wl:held() and downgrade or nil
     end)
     return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)

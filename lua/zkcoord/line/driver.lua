@@ -6,13 +6,17 @@
 -- table and returns a frozen copy with its name patterns built, so a
 -- recipe compiles its driver once and every position reuses it (a lock
 -- acquire checks nothing again). `parse` turns a children() listing into
--- the line's entries. Checks return nil, message: the public entry points
--- in zkcoord.line raise with their own function name and level.
+-- the line's entries; `scan` answers a built-in rule from the listing in
+-- one pass, when the driver's rule has a scan (zkcoord.line.rules) and no
+-- key. Checks return nil, message: the public entry points in
+-- zkcoord.line raise with their own function name and level.
 local client_mod = require "zkcoord.client"
+local rules = require "zkcoord.line.rules"
 
 local type, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable =
     type, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable
 local sort, match, gsub, find = table.sort, string.match, string.gsub, string.find
+local byte, sub = string.byte, string.sub
 local array_length = client_mod.array_length
 
 local _M = {}
@@ -73,8 +77,14 @@ local function patterns_of(marker, markers)
         end
         seen[m] = true
         found = found or m == marker
-        -- greedy .* takes the LAST marker, as Curator's sorter does
-        patterns[i] = { marker = m, pattern = "^.*" .. escape(m) .. "(%-?%d+)$" }
+        -- greedy .* takes the LAST marker, as Curator's sorter does; the
+        -- bytes are the same pattern for the scan (classify below)
+        local bytes = {}
+        for k = 1, #m do
+            bytes[k] = byte(m, k)
+        end
+        patterns[i] = { marker = m, pattern = "^.*" .. escape(m) .. "(%-?%d+)$",
+                        bytes = bytes, digit_end = find(m, "%d$") ~= nil }
     end
     if not found then
         -- Our own node would never be recognised: enter() would create
@@ -88,7 +98,9 @@ end
 -- What the engine keeps of a checked driver. `outlives` is true when the
 -- node outlives the session that created it (persistent and TTL nodes):
 -- such a node is ours by the uuid in its name alone, never registered with
--- the client, and its guaranteed delete goes on in later sessions.
+-- the client, and its guaranteed delete goes on in later sessions. `scan`
+-- is the rule's one-pass form, chosen here once: a key orders the line
+-- by something only the whole listing gives, so a keyed line is parsed.
 local function freeze(d, patterns, mode)
     local create = { sequential = true }
     if mode == "ephemeral" then
@@ -104,6 +116,7 @@ local function freeze(d, patterns, mode)
         mode = mode,
         ttl = d.ttl,
         key = d.key,
+        scan = not d.key and rules.scan_of(d.rule) or nil,
         outlives = mode ~= "ephemeral",
         create_flags = create,
         parents = d.parents or "container",
@@ -195,15 +208,20 @@ function _M.is_driver(d)
 end
 
 
+-- Equal sequence numbers (only names made by hand can share one) go by
+-- name: one order every client agrees on, and the scan's.
 local function by_seq(a, b)
-    return a.seq < b.seq
+    if a.seq ~= b.seq then
+        return a.seq < b.seq
+    end
+    return a.name < b.name
 end
 
 local function by_key(a, b)
     if a.key ~= b.key then
         return a.key < b.key
     end
-    return a.seq < b.seq
+    return by_seq(a, b)
 end
 
 
@@ -244,6 +262,129 @@ function _M.parse(d, parent, names)
         sort(out, by_seq)
     end
     return out
+end
+
+
+local DIGIT0, DIGIT9, MINUS = 48, 57, 45
+
+-- Digits a double holds exactly, summed one by one: a longer number goes
+-- through tonumber, as parse reads it.
+local EXACT_DIGITS = 15
+
+
+-- Does pattern `p`'s marker end in `name` just before index `q`?
+local function marker_before(name, q, p)
+    local bytes = p.bytes
+    local at = q - #bytes - 1
+    if at < 0 then
+        return false
+    end
+    for k = #bytes, 1, -1 do
+        if byte(name, at + k) ~= bytes[k] then
+            return false
+        end
+    end
+    return true
+end
+
+
+-- The sequence key of name[q..len]: -?digits, the digits from `a` on.
+local function seq_at(name, q, a, len)
+    if len - q >= EXACT_DIGITS then
+        return seq_key(sub(name, q, len))
+    end
+    local n = 0
+    for k = q < a and a or q, len do
+        n = n * 10 + byte(name, k) - DIGIT0
+    end
+    if q < a then
+        n = -n
+    end
+    return n < 0 and n + SEQ_WRAP or n
+end
+
+
+-- The sequence key and marker parse gives `name` (nil: not in the line),
+-- read byte by byte: no string or table per name. parse takes the first
+-- of `pats` whose "^.*<marker>(%-?%d+)$" matches; the greedy .* makes the
+-- match end its marker at the highest index q from which the rest is
+-- -?%d+ to the end, so q is in the name's trailing run of digits, or the
+-- '-' just before that run. A marker that does not end with a digit can
+-- only end just before the run (or that '-').
+local function classify(name, pats)
+    local len = #name
+    local c = byte(name, len)
+    if not c or c < DIGIT0 or c > DIGIT9 then
+        return nil
+    end
+    local a = len
+    while a > 1 do
+        c = byte(name, a - 1)
+        if c < DIGIT0 or c > DIGIT9 then
+            break
+        end
+        a = a - 1
+    end
+    local minus = a > 1 and byte(name, a - 1) == MINUS
+    for i = 1, #pats do
+        local p = pats[i]
+        for q = p.digit_end and len or a, a, -1 do
+            if marker_before(name, q, p) then
+                return seq_at(name, q, a, len), p.marker
+            end
+        end
+        if minus and marker_before(name, a - 1, p) then
+            return seq_at(name, a - 1, a, len), p.marker
+        end
+    end
+    return nil
+end
+
+
+--- The verdict of driver `d`'s rule on listing `names` of `parent` for our
+--- node `mine`, in one pass (only for a driver with a scan, see freeze):
+--- true (through), the entry to watch (a table like parse's), or nil when
+--- our node is not in the line. The order is parse's, (seq, name): the
+--- entry below ours nearest to it whose marker the scan's `below` takes
+--- (true: any); else the lowest above ours whose marker is in `above`.
+function _M.scan(d, parent, names, mine)
+    local pats, how = d.patterns, d.scan
+    local my = mine and classify(mine, pats)
+    if not my then
+        return nil
+    end
+    local below, above = how.below, how.above
+    local found = false
+    local bname, bseq, bmark = nil, nil, nil
+    local aname, aseq, amark = nil, nil, nil
+    for i = 1, #names do
+        local name = names[i]
+        if name == mine then
+            found = true
+        else
+            local seq, marker = classify(name, pats)    -- nil: not a participant
+            if seq and (seq < my or (seq == my and name < mine)) then
+                if (below == true or below[marker])
+                   and (not bname or seq > bseq or (seq == bseq and name > bname)) then
+                    bname, bseq, bmark = name, seq, marker
+                end
+            elseif seq and above and above[marker]
+                   and (not aseq or seq < aseq or (seq == aseq and name < aname)) then
+                aname, aseq, amark = name, seq, marker
+            end
+        end
+    end
+    if not found then
+        return nil
+    end
+    if not bname then
+        if not aname then
+            return true
+        end
+        bname, bseq, bmark = aname, aseq, amark
+    end
+    return { name = bname, path = (parent == "/" and "" or parent) .. "/" .. bname, seq = bseq,
+             marker = bmark }
 end
 
 

@@ -12,6 +12,14 @@
 -- `check_verdict` raises (in enter) on anything else. The recipes' rules
 -- are here (lock and election: first; rwlock: none_below and
 -- first_none_above; semaphore: at_most), so each exists once.
+--
+-- Scans: a rule whose verdict is "the nearest entry below ours with one of
+-- some markers, else the lowest above ours with one of some markers, else
+-- through" can be answered by one pass over the names, without a table
+-- per name and a sort (every wake-up of a waiter lists the whole line:
+-- docs/PERFORMANCE.md). Such a rule is registered here with `scan_of`'s
+-- description; line.driver{} looks it up once, and the engine then never
+-- calls the rule (zkcoord.line.driver's scan gives its verdict).
 local client_mod = require "zkcoord.client"
 
 local type, tostring, setmetatable, select = type, tostring, setmetatable, select
@@ -24,6 +32,19 @@ local _M = {}
 --- leaving wakes us (a children watch on the parent).
 _M.ANY = setmetatable({}, { __tostring = function() return "line.ANY" end })
 local ANY = _M.ANY
+
+-- rule -> { below = true (any marker) | set of markers, above = nil | set }
+local SCANS = setmetatable({}, { __mode = "k" })
+
+local function scanned(rule, below, above)
+    SCANS[rule] = { below = below, above = above }
+    return rule
+end
+
+--- The one-pass form of `rule` (see the header), or nil.
+function _M.scan_of(rule)
+    return SCANS[rule]
+end
 
 
 -- Raises unless `n` is an integer >= 1, with a hint when it is a table (a
@@ -42,6 +63,7 @@ end
 function _M.first(entries, me)
     return me == 1 or entries[me - 1]
 end
+scanned(_M.first, true)
 
 
 --- Always through at once: a place in the line that does not wait (a
@@ -95,9 +117,9 @@ function _M.none_below(...)
     for i = 1, select("#", ...) do
         set[select(i, ...)] = true
     end
-    return function(entries, me)
+    return scanned(function(entries, me)
         return first_marked(entries, me - 1, 1, -1, set)
-    end
+    end, set)
 end
 
 
@@ -106,12 +128,12 @@ end
 --- downgraded reader, whose node sorts above it).
 function _M.first_none_above(marker)
     local set = { [marker] = true }
-    return function(entries, me)
+    return scanned(function(entries, me)
         if me > 1 then
             return entries[me - 1]
         end
         return first_marked(entries, me + 1, #entries, 1, set)
-    end
+    end, true, set)
 end
 
 
