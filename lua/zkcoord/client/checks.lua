@@ -23,9 +23,24 @@ function _M.check_self(self, fname)
 end
 
 
+-- Paths check_path accepted, one set per rule (a sequential path may end
+-- with "/" but not be "/"): a path met again costs one table read. Only
+-- accepted paths are kept, so a bad path raises every time. Each set is
+-- dropped when it reaches MEMO_MAX entries: node names with a uuid in them
+-- are seen once, and memory stays bounded.
+local MEMO_MAX = 512
+local accepted = { [false] = {}, [true] = {} }
+local accepted_n = { [false] = 0, [true] = 0 }
+
+
 --- Raises unless `path` is an absolute ZooKeeper path. A trailing "/" is
 --- allowed only where ZooKeeper appends a sequence number.
 function _M.check_path(path, fname, n, sequential)
+    sequential = not not sequential
+    local memo = accepted[sequential]
+    if memo[path] then
+        return path
+    end
     if type(path) ~= "string" then
         argerror(n or 1, fname, "path must be a string, got " .. type(path), 2)
     end
@@ -53,6 +68,13 @@ function _M.check_path(path, fname, n, sequential)
     if find(p, "/./", 1, true) or find(p, "/../", 1, true) then
         argerror(n or 1, fname, "path must not contain '.' or '..' segments: " .. path, 2)
     end
+    local count = accepted_n[sequential] + 1
+    if count > MEMO_MAX then
+        memo, count = {}, 1
+        accepted[sequential] = memo
+    end
+    memo[path] = true
+    accepted_n[sequential] = count
     return path
 end
 
