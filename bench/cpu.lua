@@ -1,7 +1,7 @@
 -- bench/cpu.lua: CPU per uncontended lock cycle on the calling thread,
 -- zkcoord against the raw C program (bench/peers/raw_bench.c).
 --   luajit bench/cpu.lua [--doc] [--rounds 5] [--cycles 3000] [--no-callgrind]
---                        [--profile JPOPTS]
+--                        [--cg-runs 1] [--before REV] [--profile JPOPTS]
 --   luajit bench/cpu.lua child HOSTS PATH CYCLES     (one zkcoord process)
 -- Starts its own standalone ZooKeeper on 127.0.0.1 (forceSync=no) and
 -- builds raw_bench with cc. Each program, in its own process, runs
@@ -21,6 +21,13 @@
 -- (zkcoord.queue's parse, what every woken waiter does with the children
 -- of the lock), against a one-pass scan for the two facts the exclusive
 -- lock's rule needs (the lowest node, our predecessor).
+-- --cg-runs N: N callgrind runs of each program at each cycle count,
+-- medians printed (LuaJIT's traces and string hashes vary a little
+-- between processes: the zkcoord figure spreads by a few per cent).
+-- --before REV: also measures the zkcoord side of git revision REV of this
+-- repository (exported with git archive into the temp dir and built with
+-- its scripts/build.sh), in the same rounds and callgrind runs, and prints
+-- before -> after.
 -- --profile JPOPTS: also runs the zkcoord side once under LuaJIT's
 -- sampling profiler (luajit -jp=JPOPTS, e.g. F, v or Fl) and prints it.
 -- --doc writes the section between <!-- cpu:begin --> and <!-- cpu:end -->
@@ -72,7 +79,8 @@ end
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
 
-local opts = { rounds = 5, cycles = 3000, doc = false, callgrind = true, profile = nil }
+local opts = { rounds = 5, cycles = 3000, doc = false, callgrind = true, profile = nil,
+               cg_runs = 1, before = nil }
 do
     local i = 1
     while arg[i] do
@@ -81,15 +89,15 @@ do
             opts.doc = true
         elseif a == "--no-callgrind" then
             opts.callgrind = false
-        elseif a == "--profile" and arg[i + 1] then
-            opts.profile = arg[i + 1]
+        elseif (a == "--profile" or a == "--before") and arg[i + 1] then
+            opts[a:sub(3)] = arg[i + 1]
             i = i + 1
-        elseif (a == "--rounds" or a == "--cycles") and tonumber(arg[i + 1]) then
-            opts[a:sub(3)] = tonumber(arg[i + 1])
+        elseif (a == "--rounds" or a == "--cycles" or a == "--cg-runs") and tonumber(arg[i + 1]) then
+            opts[a:sub(3):gsub("%-", "_")] = tonumber(arg[i + 1])
             i = i + 1
         else
             io.stderr:write("usage: luajit bench/cpu.lua [--doc] [--rounds N] [--cycles N]"
-                            .. " [--no-callgrind] [--profile JPOPTS]\n")
+                            .. " [--no-callgrind] [--cg-runs N] [--before REV] [--profile JPOPTS]\n")
             os.exit(64)
         end
         i = i + 1
@@ -126,6 +134,19 @@ assert(proc.read_file(raw), "cc failed: " .. out)
 local luajit = arg[-1] or "luajit"
 local self_path = arg[0]
 
+-- The tree of --before REV, built: its own bench/cpu.lua runs its child.
+local before_tree, before_rev
+if opts.before then
+    before_rev = sh(("git -C %s rev-parse --short %s 2>&1"):format(proc.shquote(root),
+        proc.shquote(opts.before))):gsub("\n", "")
+    before_tree = tmp .. "/before"
+    out = sh(("mkdir -p %s && git -C %s archive %s | tar -x -C %s && bash %s/scripts/build.sh 2>&1")
+        :format(proc.shquote(before_tree), proc.shquote(root), proc.shquote(opts.before),
+                proc.shquote(before_tree), proc.shquote(before_tree)))
+    assert(proc.read_file(before_tree .. "/lua/zkcoord/core.so"),
+           "--before " .. opts.before .. ": build failed: " .. out)
+end
+
 local srv = assert(zkserver.start {})
 local admin = assert(zkcoord.connect { servers = srv.hosts })
 assert(admin:create("/cpu"))
@@ -137,6 +158,9 @@ local function command(lib, cycles)
     local path = ("/cpu/%s-%d"):format(lib, runs)
     if lib == "zkcoord" then
         return { luajit, self_path, "child", srv.hosts, path, tostring(cycles) }
+    elseif lib == "before" then
+        return { luajit, before_tree .. "/bench/cpu.lua", "child", srv.hosts, path,
+                 tostring(cycles) }
     end
     return { raw, "lock_cpu", srv.hosts, path, tostring(cycles) }
 end
@@ -182,16 +206,16 @@ local function listing_cost(n)
     return parse, (os.clock() - t) / reps
 end
 
-local LIBS = { "zkcoord", "raw" }
-local res = { zkcoord = { thread = {}, process = {}, wall = {} },
-              raw = { thread = {}, process = {}, wall = {} } }
+local LIBS = { "zkcoord", "raw", opts.before and "before" or nil }
+local res = {}
+for _, lib in ipairs(LIBS) do res[lib] = { thread = {}, process = {}, wall = {} } end
 local cg = {}
 local listing = {}
 
 local ok, err = pcall(function()
     for round = 1, opts.rounds do
-        for k = 0, 1 do
-            local lib = LIBS[(round + k) % 2 + 1]
+        for k = 0, #LIBS - 1 do
+            local lib = LIBS[(round + k) % #LIBS + 1]
             io.stderr:write(("round %d: %s ...\n"):format(round, lib))
             local line = sh(quote_all(command(lib, opts.cycles)) .. " 2>&1")
             local t = kv(line)
@@ -218,11 +242,13 @@ local ok, err = pcall(function()
     -- Instruction counts: two cycle counts, per thread (file suffix -01 is
     -- the calling thread), per object for the calling thread.
     local A, B = 200, 1200
-    for _, lib in ipairs(LIBS) do
-        cg[lib] = {}
+    for run = 1, opts.cg_runs do
+      for _, lib in ipairs(LIBS) do
+        cg[lib] = cg[lib] or {}
+        cg[lib][run] = {}
         for _, cycles in ipairs({ A, B }) do
-            io.stderr:write(("callgrind: %s, %d cycles ...\n"):format(lib, cycles))
-            local base = ("%s/cg.%s.%d"):format(tmp, lib, cycles)
+            io.stderr:write(("callgrind %d: %s, %d cycles ...\n"):format(run, lib, cycles))
+            local base = ("%s/cg.%s.%d.%d"):format(tmp, lib, cycles, run)
             local line = sh(("valgrind -q --tool=callgrind --separate-threads=yes "
                              .. "--smc-check=all-non-file --callgrind-out-file=%s %s 2>&1")
                             :format(proc.shquote(base), quote_all(command(lib, cycles))))
@@ -244,8 +270,9 @@ local ok, err = pcall(function()
                     end
                 end
             end
-            cg[lib][cycles] = { threads = threads, objects = objects }
+            cg[lib][run][cycles] = { threads = threads, objects = objects }
         end
+      end
     end
     cg.A, cg.B = A, B
 end)
@@ -275,26 +302,77 @@ row("CPU of the whole process (all threads)", median(z.process), median(r.proces
 row("wall time of a cycle", median(z.wall), median(r.wall), us)
 
 local per = {}
+local function inum(x) return ("%d"):format(math.floor(x + 0.5)) end
 if cg.A then
     local d = cg.B - cg.A
+    -- Per run: the difference between the two cycle counts over d; then the
+    -- median over the runs, of each figure on its own.
     for _, lib in ipairs(LIBS) do
-        local a, b = cg[lib][cg.A], cg[lib][cg.B]
-        local total = 0
-        for t, n in pairs(b.threads) do
-            total = total + (n - (a.threads[t] or 0))
+        local mains, totals, objs = {}, {}, {}
+        for run, c in ipairs(cg[lib]) do
+            local a, b = c[cg.A], c[cg.B]
+            local total = 0
+            for t, n in pairs(b.threads) do
+                total = total + (n - (a.threads[t] or 0))
+            end
+            mains[run], totals[run] = (b.threads[1] - a.threads[1]) / d, total / d
+            for obj, n in pairs(b.objects) do
+                objs[obj] = objs[obj] or {}
+                table.insert(objs[obj], (n - (a.objects[obj] or 0)) / d)
+            end
         end
-        per[lib] = { main = (b.threads[1] - a.threads[1]) / d, total = total / d,
-                     objects = {} }
-        for obj, n in pairs(b.objects) do
-            per[lib].objects[obj] = (n - (a.objects[obj] or 0)) / d
+        per[lib] = { main = median(mains), total = median(totals), objects = {},
+                     mains = mains }
+        for obj, list in pairs(objs) do
+            per[lib].objects[obj] = median(list)
         end
     end
-    local function inum(x) return ("%d"):format(math.floor(x + 0.5)) end
-    row("instructions of the calling thread (callgrind)", per.zkcoord.main, per.raw.main, inum)
-    row("instructions of all threads (callgrind)", per.zkcoord.total, per.raw.total, inum)
+    local runs_note = opts.cg_runs > 1 and (", median of %d runs"):format(opts.cg_runs) or ""
+    row("instructions of the calling thread (callgrind" .. runs_note .. ")", per.zkcoord.main,
+        per.raw.main, inum)
+    row("instructions of all threads (callgrind" .. runs_note .. ")", per.zkcoord.total,
+        per.raw.total, inum)
 end
 local table_md = table.concat(lines, "\n")
 print(table_md)
+
+-- --before: the same measures of REV's zkcoord side, and each side's ratio
+-- to raw C.
+local before_md = ""
+if opts.before then
+    local b = res.before
+    local bl = {
+        "",
+        ("zkcoord before (%s, `--before %s`) and after (this tree), same rounds:"):format(
+            before_rev, opts.before),
+        "",
+        "| per cycle | before | after | after / before | / raw C, before → after |",
+        "|---|---|---|---|---|",
+    }
+    local function brow(label, x, y, raw_v, fmt)
+        bl[#bl + 1] = ("| %s | %s | %s | %.3f | %.2fx → %.2fx |"):format(label, fmt(x), fmt(y),
+            y / x, x / raw_v, y / raw_v)
+    end
+    brow("CPU of the calling thread", median(b.thread), median(z.thread), median(r.thread), us)
+    brow("CPU of the whole process", median(b.process), median(z.process), median(r.process), us)
+    brow("wall time", median(b.wall), median(z.wall), median(r.wall), us)
+    if per.before then
+        brow("instructions of the calling thread", per.before.main, per.zkcoord.main,
+             per.raw.main, inum)
+        brow("instructions of all threads", per.before.total, per.zkcoord.total,
+             per.raw.total, inum)
+        local function each(list)
+            local t = {}
+            for i, v in ipairs(list) do t[i] = inum(v) end
+            return table.concat(t, ", ")
+        end
+        bl[#bl + 1] = ""
+        bl[#bl + 1] = ("Calling-thread instructions per cycle in each callgrind run: before %s;"
+            .. " after %s."):format(each(per.before.mains), each(per.zkcoord.mains))
+    end
+    before_md = table.concat(bl, "\n")
+    print(before_md)
+end
 
 local function breakdown(lib, limit)
     local list = {}
@@ -350,8 +428,10 @@ if opts.doc then
         "<!-- cpu:begin -->",
         "## CPU per uncontended lock cycle: zkcoord vs raw C (issue 14 item 4)",
         "",
-        ("Command: `luajit bench/cpu.lua --doc --rounds %d --cycles %d` (its own standalone"):format(
-            opts.rounds, opts.cycles),
+        ("Command: `luajit bench/cpu.lua --doc --rounds %d --cycles %d%s%s` (its own standalone")
+            :format(opts.rounds, opts.cycles,
+                    opts.cg_runs > 1 and " --cg-runs " .. opts.cg_runs or "",
+                    opts.before and " --before " .. opts.before or ""),
         "ZooKeeper on 127.0.0.1, forceSync=no; each program in its own process, one session,",
         "one lock path of its own, no contention). Measured " .. started .. " on " .. cpuname .. ", "
             .. sh("nproc"):gsub("\n", "") .. " cores shared with other work",
@@ -360,6 +440,7 @@ if opts.doc then
         "instruction counts are the stable figure.",
         "",
         table_md,
+        before_md,
         extra,
         listing_md,
         "<!-- cpu:end -->",
