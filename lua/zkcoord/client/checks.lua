@@ -51,9 +51,10 @@ function _M.check_path(path, fname, n, sequential)
     if len > 1 and byte(path, len) == 47 and not sequential then
         argerror(n or 1, fname, "path must not end with '/': " .. path, 2)
     end
-    if find(path, "%c") then
+    if not find(path, "^%C*$") then
         -- ZooKeeper refuses control characters; libzookeeper's multi even
-        -- frees memory it never allocated on one (a crash).
+        -- frees memory it never allocated on one (a crash). Anchored: one
+        -- pass over the path (an unanchored "%c" restarts at every byte).
         argerror(n or 1, fname, "path must not contain NUL or control characters", 2)
     end
     if sequential and path == "/" then
@@ -64,8 +65,10 @@ function _M.check_path(path, fname, n, sequential)
     if find(path, "//", 1, true) then
         argerror(n or 1, fname, "path must not contain empty segments: " .. path, 2)
     end
-    local p = path .. "/"
-    if find(p, "/./", 1, true) or find(p, "/../", 1, true) then
+    -- A "." or ".." segment inside, or last (no concatenation: "/." or "/.." at the end)
+    if find(path, "/./", 1, true) or find(path, "/../", 1, true)
+        or (byte(path, len) == 46 and (byte(path, len - 1) == 47
+            or (byte(path, len - 1) == 46 and byte(path, len - 2) == 47))) then
         argerror(n or 1, fname, "path must not contain '.' or '..' segments: " .. path, 2)
     end
     local count = accepted_n[sequential] + 1
