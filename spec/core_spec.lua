@@ -120,6 +120,12 @@ describe("check_path with paths it has seen", function()
     local BAD = {
         { "rel" }, { "/a/" }, { "/a//b" }, { "/a/./b" }, { "/a/../b" }, { "/a/.." },
         { "/a\0b" }, { "/a\nb" }, { "/", true }, { "//", true }, { 5 }, { nil },
+        { "/." }, { "/.." }, { "/a/." }, { "/a/./", true }, { "/a/../", true }, { "/a\127" },
+        { "\31/a" }, { "/a\0" },
+    }
+    local GOOD = {
+        { "/" }, { "/a." }, { "/.a" }, { "/a/..b" }, { "/a/b." }, { "/..a/", true }, { "/a/.b/", true },
+        { "/a\128\255" }, { "/a b" },
     }
 
     it("rejects a bad path every time, with the same message, however often good ones pass", function()
@@ -136,6 +142,9 @@ describe("check_path with paths it has seen", function()
             end
             for i, b in ipairs(BAD) do
                 assert.equal(first[i], verdict(b[1], b[2]))
+            end
+            for _, g in ipairs(GOOD) do
+                assert.is_nil(verdict(g[1], g[2]), g[1])
             end
         end
         assert.matches("path must start with '/': rel", first[1], 1, true)
