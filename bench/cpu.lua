@@ -1,7 +1,7 @@
 -- bench/cpu.lua: CPU per uncontended lock cycle on the calling thread,
 -- zkcoord against the raw C program (bench/peers/raw_bench.c).
 --   luajit bench/cpu.lua [--doc] [--rounds 5] [--cycles 3000] [--no-callgrind]
---                        [--cg-runs 1] [--before REV] [--profile JPOPTS]
+--                        [--cg-runs 1] [--before REV] [--functions] [--profile JPOPTS]
 --   luajit bench/cpu.lua child HOSTS PATH CYCLES     (one zkcoord process)
 -- Starts its own standalone ZooKeeper on 127.0.0.1 (forceSync=no) and
 -- builds raw_bench with cc. Each program, in its own process, runs
@@ -28,6 +28,11 @@
 -- repository (exported with git archive into the temp dir and built with
 -- its scripts/build.sh), in the same rounds and callgrind runs, and prints
 -- before -> after.
+-- --functions: also where the zkcoord side's calling-thread instructions go,
+-- by kind of work (pattern matching, allocation and GC, table work ...):
+-- callgrind of the child run by a small LuaJIT host built here against
+-- libluajit-5.1.a (/usr/bin/luajit has no symbols), at the same two cycle
+-- counts, exclusive cost per function summed by kind.
 -- --profile JPOPTS: also runs the zkcoord side once under LuaJIT's
 -- sampling profiler (luajit -jp=JPOPTS, e.g. F, v or Fl) and prints it.
 -- --doc writes the section between <!-- cpu:begin --> and <!-- cpu:end -->
@@ -80,7 +85,7 @@ local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
 
 local opts = { rounds = 5, cycles = 3000, doc = false, callgrind = true, profile = nil,
-               cg_runs = 1, before = nil }
+               cg_runs = 1, before = nil, functions = false }
 do
     local i = 1
     while arg[i] do
@@ -89,6 +94,8 @@ do
             opts.doc = true
         elseif a == "--no-callgrind" then
             opts.callgrind = false
+        elseif a == "--functions" then
+            opts.functions = true
         elseif (a == "--profile" or a == "--before") and arg[i + 1] then
             opts[a:sub(3)] = arg[i + 1]
             i = i + 1
@@ -97,7 +104,8 @@ do
             i = i + 1
         else
             io.stderr:write("usage: luajit bench/cpu.lua [--doc] [--rounds N] [--cycles N]"
-                            .. " [--no-callgrind] [--cg-runs N] [--before REV] [--profile JPOPTS]\n")
+                            .. " [--no-callgrind] [--cg-runs N] [--before REV] [--functions]"
+                            .. " [--profile JPOPTS]\n")
             os.exit(64)
         end
         i = i + 1
@@ -206,6 +214,59 @@ local function listing_cost(n)
     return parse, (os.clock() - t) / reps
 end
 
+-- Kinds of work by function name (the first kind that names a part of it),
+-- or by object for libzookeeper and the core.
+local KINDS = {
+    { "Lua pattern matching", { "match", "classend", "max_expand", "min_expand", "str_find_aux",
+                                "lj_str_find", "capture", "gsub", "add_value", "add_s" } },
+    { "allocation and GC (`lj_alloc_*`, `gc_*`, malloc)", { "lj_alloc", "gc_", "propagatemark",
+        "malloc", "_int_free", "calloc", "lj_mem_", "lj_gc", "free @", "sweep", "atomic" } },
+    { "table work (`lj_tab_*`, `lua_rawset`)", { "lj_tab", "newtab", "rehash", "hashkey", "hash_",
+        "lj_meta_t", "countint", "numusehash", "countarray", "resize", "lua_rawset", "lua_rawget",
+        "lua_createtable" } },
+    { "string interning and concatenation", { "lj_str_new", "lj_buf", "lj_strfmt", "lj_meta_cat",
+                                              "lj_strscan", "str_", "memcmp" } },
+    { "JIT-compiled code", { "0x0" } },
+    { "interpreter, trace exits, stitching, JIT compiler", { "lj_BC", "lj_vm", "lj_cont",
+        "lj_trace", "lj_record", "lj_snap", "lj_asm", "lj_opt", "lj_ir", "lj_crecord",
+        "lj_dispatch", "lj_func", "lj_meta_call", "lj_ff", "lj_lib", "lj_state", "lj_err" } },
+    { "libzookeeper (request submission)", {} },
+    { "Lua C API called by the core", { "lua_", "luaL_", "index2adr", "lj_cf" } },
+    { "the core's own code", {} },
+}
+local function kind_of(fn, obj)
+    if obj:find("libzookeeper", 1, true) then return 7 end
+    if obj == "core.so" then return 9 end
+    local name = fn .. " @" .. obj
+    for i, k in ipairs(KINDS) do
+        for _, part in ipairs(k[2]) do
+            if name:find(part, 1, true) then return i end
+        end
+    end
+    return #KINDS + 1
+end
+
+-- A LuaJIT host with symbols: LuaJIT's static library and a main that runs
+-- a script with arg[].
+local function build_host()
+    local src, exe = tmp .. "/host.c", tmp .. "/luajit-sym"
+    assert(proc.write_file(src, table.concat({
+        "#include <stdio.h>", "#include <lua.h>", "#include <lauxlib.h>", "#include <lualib.h>",
+        "int main(int argc, char **argv) {",
+        "    lua_State *L = luaL_newstate(); int i; luaL_openlibs(L);",
+        "    lua_createtable(L, argc, 1);",
+        "    for (i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i - 1); }",
+        "    lua_setglobal(L, \"arg\");",
+        "    if (luaL_dofile(L, argv[1])) { fprintf(stderr, \"%s\\n\", lua_tostring(L, -1)); return 1; }",
+        "    lua_close(L); return 0; }", "" }, "\n")))
+    local lib = sh("cc -print-file-name=libluajit-5.1.a"):gsub("\n", "")
+    local cflags = sh("pkg-config --cflags luajit 2>/dev/null"):gsub("\n", "")
+    local o = sh(("cc -O2 -o %s %s %s -Wl,-E %s -lm -ldl 2>&1"):format(proc.shquote(exe),
+        proc.shquote(src), cflags, proc.shquote(lib)))
+    assert(proc.read_file(exe), "symbol host: cc failed: " .. o)
+    return exe
+end
+
 local LIBS = { "zkcoord", "raw", opts.before and "before" or nil }
 local res = {}
 for _, lib in ipairs(LIBS) do res[lib] = { thread = {}, process = {}, wall = {} } end
@@ -275,6 +336,35 @@ local ok, err = pcall(function()
       end
     end
     cg.A, cg.B = A, B
+    if not opts.functions then
+        return
+    end
+    local host = build_host()
+    local fns = {}
+    for _, cycles in ipairs({ A, B }) do
+        io.stderr:write(("functions: zkcoord under the symbol host, %d cycles ...\n"):format(cycles))
+        local base = ("%s/fn.%d"):format(tmp, cycles)
+        local argv = command("zkcoord", cycles)
+        argv[1] = host
+        local line = sh(("valgrind -q --tool=callgrind --separate-threads=yes "
+                         .. "--smc-check=all-non-file --callgrind-out-file=%s %s 2>&1")
+                        :format(proc.shquote(base), quote_all(argv)))
+        assert(kv(line).cycles, "zkcoord under the symbol host: " .. line)
+        local text = proc.read_file(base .. "-01")
+        local f = { [0] = tonumber(text:match("\ntotals:%s*(%d+)")
+                                   or text:match("\nsummary:%s*(%d+)")) }
+        local ann = sh(("callgrind_annotate --inclusive=no --tree=none --threshold=100 %s 2>/dev/null")
+                       :format(proc.shquote(base .. "-01")))
+        for ir, fn, obj in ann:gmatch("\n%s*([%d,]+)%s+%b()%s+([^\n]-) %[([^%]\n]+)%]") do
+            local k = kind_of(fn, obj:match("[^/]+$"))
+            f[k] = (f[k] or 0) + tonumber((ir:gsub(",", "")))
+        end
+        fns[cycles] = f
+    end
+    cg.functions = {}
+    for k = 0, #KINDS + 1 do
+        cg.functions[k] = ((fns[B][k] or 0) - (fns[A][k] or 0)) / (B - A)
+    end
 end)
 
 admin:close()
@@ -401,6 +491,27 @@ end
 listing_md = table.concat(listing_md, "\n")
 print(listing_md)
 
+local functions_md = ""
+if cg.functions then
+    local f = cg.functions
+    local fl = {
+        "",
+        ("Where the zkcoord side's calling-thread instructions go (`--functions`: callgrind of"
+         .. " the child run by a LuaJIT host with symbols, exclusive cost per function by kind;"
+         .. " %d instructions per cycle in that run):"):format(math.floor(f[0] + 0.5)),
+        "",
+        "| kind of work | instructions per cycle | share |",
+        "|---|---|---|",
+    }
+    local function frow(label, v)
+        fl[#fl + 1] = ("| %s | %d | %.1f %% |"):format(label, math.floor(v + 0.5), v / f[0] * 100)
+    end
+    for i, k in ipairs(KINDS) do frow(k[1], f[i]) end
+    frow("the rest (libc mutexes, `memchr` ...)", f[#KINDS + 1])
+    functions_md = table.concat(fl, "\n")
+    print(functions_md)
+end
+
 local extra = ""
 if per.zkcoord then
     extra = table.concat({
@@ -430,7 +541,8 @@ if opts.doc then
         "",
         ("Command: `luajit bench/cpu.lua --doc --rounds %d --cycles %d%s%s` (its own standalone")
             :format(opts.rounds, opts.cycles,
-                    opts.cg_runs > 1 and " --cg-runs " .. opts.cg_runs or "",
+                    (opts.cg_runs > 1 and " --cg-runs " .. opts.cg_runs or "")
+                        .. (opts.functions and " --functions" or ""),
                     opts.before and " --before " .. opts.before or ""),
         "ZooKeeper on 127.0.0.1, forceSync=no; each program in its own process, one session,",
         "one lock path of its own, no contention). Measured " .. started .. " on " .. cpuname .. ", "
@@ -441,6 +553,7 @@ if opts.doc then
         "",
         table_md,
         before_md,
+        functions_md,
         extra,
         listing_md,
         "<!-- cpu:end -->",
