@@ -496,9 +496,9 @@ if cg.functions then
     local f = cg.functions
     local fl = {
         "",
-        ("Where the zkcoord side's calling-thread instructions go (`--functions`: callgrind of"
-         .. " the child run by a LuaJIT host with symbols, exclusive cost per function by kind;"
-         .. " %d instructions per cycle in that run):"):format(math.floor(f[0] + 0.5)),
+        "Where the zkcoord side's calling-thread instructions go (`--functions`: callgrind of",
+        "the child run by a LuaJIT host with symbols, exclusive cost per function by kind;",
+        ("%d instructions per cycle in that run):"):format(math.floor(f[0] + 0.5)),
         "",
         "| kind of work | instructions per cycle | share |",
         "|---|---|---|",
