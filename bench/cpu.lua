@@ -1,7 +1,7 @@
 -- bench/cpu.lua: CPU per uncontended lock cycle on the calling thread,
 -- zkcoord against the raw C program (bench/peers/raw_bench.c).
 --   luajit bench/cpu.lua [--doc] [--rounds 5] [--cycles 3000] [--no-callgrind]
---                        [--profile JPOPTS]
+--                        [--cg-runs 1] [--before REV] [--functions] [--profile JPOPTS]
 --   luajit bench/cpu.lua child HOSTS PATH CYCLES     (one zkcoord process)
 -- Starts its own standalone ZooKeeper on 127.0.0.1 (forceSync=no) and
 -- builds raw_bench with cc. Each program, in its own process, runs
@@ -21,6 +21,18 @@
 -- (zkcoord.queue's parse, what every woken waiter does with the children
 -- of the lock), against a one-pass scan for the two facts the exclusive
 -- lock's rule needs (the lowest node, our predecessor).
+-- --cg-runs N: N callgrind runs of each program at each cycle count,
+-- medians printed (LuaJIT's traces and string hashes vary a little
+-- between processes: the zkcoord figure spreads by a few per cent).
+-- --before REV: also measures the zkcoord side of git revision REV of this
+-- repository (exported with git archive into the temp dir and built with
+-- its scripts/build.sh), in the same rounds and callgrind runs, and prints
+-- before -> after.
+-- --functions: also where the zkcoord side's calling-thread instructions go,
+-- by kind of work (pattern matching, allocation and GC, table work ...):
+-- callgrind of the child run by a small LuaJIT host built here against
+-- libluajit-5.1.a (/usr/bin/luajit has no symbols), at the same two cycle
+-- counts, exclusive cost per function summed by kind.
 -- --profile JPOPTS: also runs the zkcoord side once under LuaJIT's
 -- sampling profiler (luajit -jp=JPOPTS, e.g. F, v or Fl) and prints it.
 -- --doc writes the section between <!-- cpu:begin --> and <!-- cpu:end -->
@@ -72,7 +84,8 @@ end
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
 
-local opts = { rounds = 5, cycles = 3000, doc = false, callgrind = true, profile = nil }
+local opts = { rounds = 5, cycles = 3000, doc = false, callgrind = true, profile = nil,
+               cg_runs = 1, before = nil, functions = false }
 do
     local i = 1
     while arg[i] do
@@ -81,15 +94,18 @@ do
             opts.doc = true
         elseif a == "--no-callgrind" then
             opts.callgrind = false
-        elseif a == "--profile" and arg[i + 1] then
-            opts.profile = arg[i + 1]
+        elseif a == "--functions" then
+            opts.functions = true
+        elseif (a == "--profile" or a == "--before") and arg[i + 1] then
+            opts[a:sub(3)] = arg[i + 1]
             i = i + 1
-        elseif (a == "--rounds" or a == "--cycles") and tonumber(arg[i + 1]) then
-            opts[a:sub(3)] = tonumber(arg[i + 1])
+        elseif (a == "--rounds" or a == "--cycles" or a == "--cg-runs") and tonumber(arg[i + 1]) then
+            opts[a:sub(3):gsub("%-", "_")] = tonumber(arg[i + 1])
             i = i + 1
         else
             io.stderr:write("usage: luajit bench/cpu.lua [--doc] [--rounds N] [--cycles N]"
-                            .. " [--no-callgrind] [--profile JPOPTS]\n")
+                            .. " [--no-callgrind] [--cg-runs N] [--before REV] [--functions]"
+                            .. " [--profile JPOPTS]\n")
             os.exit(64)
         end
         i = i + 1
@@ -126,6 +142,19 @@ assert(proc.read_file(raw), "cc failed: " .. out)
 local luajit = arg[-1] or "luajit"
 local self_path = arg[0]
 
+-- The tree of --before REV, built: its own bench/cpu.lua runs its child.
+local before_tree, before_rev
+if opts.before then
+    before_rev = sh(("git -C %s rev-parse --short %s 2>&1"):format(proc.shquote(root),
+        proc.shquote(opts.before))):gsub("\n", "")
+    before_tree = tmp .. "/before"
+    out = sh(("mkdir -p %s && git -C %s archive %s | tar -x -C %s && bash %s/scripts/build.sh 2>&1")
+        :format(proc.shquote(before_tree), proc.shquote(root), proc.shquote(opts.before),
+                proc.shquote(before_tree), proc.shquote(before_tree)))
+    assert(proc.read_file(before_tree .. "/lua/zkcoord/core.so"),
+           "--before " .. opts.before .. ": build failed: " .. out)
+end
+
 local srv = assert(zkserver.start {})
 local admin = assert(zkcoord.connect { servers = srv.hosts })
 assert(admin:create("/cpu"))
@@ -137,6 +166,9 @@ local function command(lib, cycles)
     local path = ("/cpu/%s-%d"):format(lib, runs)
     if lib == "zkcoord" then
         return { luajit, self_path, "child", srv.hosts, path, tostring(cycles) }
+    elseif lib == "before" then
+        return { luajit, before_tree .. "/bench/cpu.lua", "child", srv.hosts, path,
+                 tostring(cycles) }
     end
     return { raw, "lock_cpu", srv.hosts, path, tostring(cycles) }
 end
@@ -182,16 +214,69 @@ local function listing_cost(n)
     return parse, (os.clock() - t) / reps
 end
 
-local LIBS = { "zkcoord", "raw" }
-local res = { zkcoord = { thread = {}, process = {}, wall = {} },
-              raw = { thread = {}, process = {}, wall = {} } }
+-- Kinds of work by function name (the first kind that names a part of it),
+-- or by object for libzookeeper and the core.
+local KINDS = {
+    { "Lua pattern matching", { "match", "classend", "max_expand", "min_expand", "str_find_aux",
+                                "lj_str_find", "capture", "gsub", "add_value", "add_s" } },
+    { "allocation and GC (`lj_alloc_*`, `gc_*`, malloc)", { "lj_alloc", "gc_", "propagatemark",
+        "malloc", "_int_free", "calloc", "lj_mem_", "lj_gc", "free @", "sweep", "atomic" } },
+    { "table work (`lj_tab_*`, `lua_rawset`)", { "lj_tab", "newtab", "rehash", "hashkey", "hash_",
+        "lj_meta_t", "countint", "numusehash", "countarray", "resize", "lua_rawset", "lua_rawget",
+        "lua_createtable" } },
+    { "string interning and concatenation", { "lj_str_new", "lj_buf", "lj_strfmt", "lj_meta_cat",
+                                              "lj_strscan", "str_", "memcmp" } },
+    { "JIT-compiled code", { "0x0" } },
+    { "interpreter, trace exits, stitching, JIT compiler", { "lj_BC", "lj_vm", "lj_cont",
+        "lj_trace", "lj_record", "lj_snap", "lj_asm", "lj_opt", "lj_ir", "lj_crecord",
+        "lj_dispatch", "lj_func", "lj_meta_call", "lj_ff", "lj_lib", "lj_state", "lj_err" } },
+    { "libzookeeper (request submission)", {} },
+    { "Lua C API called by the core", { "lua_", "luaL_", "index2adr", "lj_cf" } },
+    { "the core's own code", {} },
+}
+local function kind_of(fn, obj)
+    if obj:find("libzookeeper", 1, true) then return 7 end
+    if obj == "core.so" then return 9 end
+    local name = fn .. " @" .. obj
+    for i, k in ipairs(KINDS) do
+        for _, part in ipairs(k[2]) do
+            if name:find(part, 1, true) then return i end
+        end
+    end
+    return #KINDS + 1
+end
+
+-- A LuaJIT host with symbols: LuaJIT's static library and a main that runs
+-- a script with arg[].
+local function build_host()
+    local src, exe = tmp .. "/host.c", tmp .. "/luajit-sym"
+    assert(proc.write_file(src, table.concat({
+        "#include <stdio.h>", "#include <lua.h>", "#include <lauxlib.h>", "#include <lualib.h>",
+        "int main(int argc, char **argv) {",
+        "    lua_State *L = luaL_newstate(); int i; luaL_openlibs(L);",
+        "    lua_createtable(L, argc, 1);",
+        "    for (i = 0; i < argc; i++) { lua_pushstring(L, argv[i]); lua_rawseti(L, -2, i - 1); }",
+        "    lua_setglobal(L, \"arg\");",
+        "    if (luaL_dofile(L, argv[1])) { fprintf(stderr, \"%s\\n\", lua_tostring(L, -1)); return 1; }",
+        "    lua_close(L); return 0; }", "" }, "\n")))
+    local lib = sh("cc -print-file-name=libluajit-5.1.a"):gsub("\n", "")
+    local cflags = sh("pkg-config --cflags luajit 2>/dev/null"):gsub("\n", "")
+    local o = sh(("cc -O2 -o %s %s %s -Wl,-E %s -lm -ldl 2>&1"):format(proc.shquote(exe),
+        proc.shquote(src), cflags, proc.shquote(lib)))
+    assert(proc.read_file(exe), "symbol host: cc failed: " .. o)
+    return exe
+end
+
+local LIBS = { "zkcoord", "raw", opts.before and "before" or nil }
+local res = {}
+for _, lib in ipairs(LIBS) do res[lib] = { thread = {}, process = {}, wall = {} } end
 local cg = {}
 local listing = {}
 
 local ok, err = pcall(function()
     for round = 1, opts.rounds do
-        for k = 0, 1 do
-            local lib = LIBS[(round + k) % 2 + 1]
+        for k = 0, #LIBS - 1 do
+            local lib = LIBS[(round + k) % #LIBS + 1]
             io.stderr:write(("round %d: %s ...\n"):format(round, lib))
             local line = sh(quote_all(command(lib, opts.cycles)) .. " 2>&1")
             local t = kv(line)
@@ -218,11 +303,13 @@ local ok, err = pcall(function()
     -- Instruction counts: two cycle counts, per thread (file suffix -01 is
     -- the calling thread), per object for the calling thread.
     local A, B = 200, 1200
-    for _, lib in ipairs(LIBS) do
-        cg[lib] = {}
+    for run = 1, opts.cg_runs do
+      for _, lib in ipairs(LIBS) do
+        cg[lib] = cg[lib] or {}
+        cg[lib][run] = {}
         for _, cycles in ipairs({ A, B }) do
-            io.stderr:write(("callgrind: %s, %d cycles ...\n"):format(lib, cycles))
-            local base = ("%s/cg.%s.%d"):format(tmp, lib, cycles)
+            io.stderr:write(("callgrind %d: %s, %d cycles ...\n"):format(run, lib, cycles))
+            local base = ("%s/cg.%s.%d.%d"):format(tmp, lib, cycles, run)
             local line = sh(("valgrind -q --tool=callgrind --separate-threads=yes "
                              .. "--smc-check=all-non-file --callgrind-out-file=%s %s 2>&1")
                             :format(proc.shquote(base), quote_all(command(lib, cycles))))
@@ -244,10 +331,40 @@ local ok, err = pcall(function()
                     end
                 end
             end
-            cg[lib][cycles] = { threads = threads, objects = objects }
+            cg[lib][run][cycles] = { threads = threads, objects = objects }
         end
+      end
     end
     cg.A, cg.B = A, B
+    if not opts.functions then
+        return
+    end
+    local host = build_host()
+    local fns = {}
+    for _, cycles in ipairs({ A, B }) do
+        io.stderr:write(("functions: zkcoord under the symbol host, %d cycles ...\n"):format(cycles))
+        local base = ("%s/fn.%d"):format(tmp, cycles)
+        local argv = command("zkcoord", cycles)
+        argv[1] = host
+        local line = sh(("valgrind -q --tool=callgrind --separate-threads=yes "
+                         .. "--smc-check=all-non-file --callgrind-out-file=%s %s 2>&1")
+                        :format(proc.shquote(base), quote_all(argv)))
+        assert(kv(line).cycles, "zkcoord under the symbol host: " .. line)
+        local text = proc.read_file(base .. "-01")
+        local f = { [0] = tonumber(text:match("\ntotals:%s*(%d+)")
+                                   or text:match("\nsummary:%s*(%d+)")) }
+        local ann = sh(("callgrind_annotate --inclusive=no --tree=none --threshold=100 %s 2>/dev/null")
+                       :format(proc.shquote(base .. "-01")))
+        for ir, fn, obj in ann:gmatch("\n%s*([%d,]+)%s+%b()%s+([^\n]-) %[([^%]\n]+)%]") do
+            local k = kind_of(fn, obj:match("[^/]+$"))
+            f[k] = (f[k] or 0) + tonumber((ir:gsub(",", "")))
+        end
+        fns[cycles] = f
+    end
+    cg.functions = {}
+    for k = 0, #KINDS + 1 do
+        cg.functions[k] = ((fns[B][k] or 0) - (fns[A][k] or 0)) / (B - A)
+    end
 end)
 
 admin:close()
@@ -275,26 +392,77 @@ row("CPU of the whole process (all threads)", median(z.process), median(r.proces
 row("wall time of a cycle", median(z.wall), median(r.wall), us)
 
 local per = {}
+local function inum(x) return ("%d"):format(math.floor(x + 0.5)) end
 if cg.A then
     local d = cg.B - cg.A
+    -- Per run: the difference between the two cycle counts over d; then the
+    -- median over the runs, of each figure on its own.
     for _, lib in ipairs(LIBS) do
-        local a, b = cg[lib][cg.A], cg[lib][cg.B]
-        local total = 0
-        for t, n in pairs(b.threads) do
-            total = total + (n - (a.threads[t] or 0))
+        local mains, totals, objs = {}, {}, {}
+        for run, c in ipairs(cg[lib]) do
+            local a, b = c[cg.A], c[cg.B]
+            local total = 0
+            for t, n in pairs(b.threads) do
+                total = total + (n - (a.threads[t] or 0))
+            end
+            mains[run], totals[run] = (b.threads[1] - a.threads[1]) / d, total / d
+            for obj, n in pairs(b.objects) do
+                objs[obj] = objs[obj] or {}
+                table.insert(objs[obj], (n - (a.objects[obj] or 0)) / d)
+            end
         end
-        per[lib] = { main = (b.threads[1] - a.threads[1]) / d, total = total / d,
-                     objects = {} }
-        for obj, n in pairs(b.objects) do
-            per[lib].objects[obj] = (n - (a.objects[obj] or 0)) / d
+        per[lib] = { main = median(mains), total = median(totals), objects = {},
+                     mains = mains }
+        for obj, list in pairs(objs) do
+            per[lib].objects[obj] = median(list)
         end
     end
-    local function inum(x) return ("%d"):format(math.floor(x + 0.5)) end
-    row("instructions of the calling thread (callgrind)", per.zkcoord.main, per.raw.main, inum)
-    row("instructions of all threads (callgrind)", per.zkcoord.total, per.raw.total, inum)
+    local runs_note = opts.cg_runs > 1 and (", median of %d runs"):format(opts.cg_runs) or ""
+    row("instructions of the calling thread (callgrind" .. runs_note .. ")", per.zkcoord.main,
+        per.raw.main, inum)
+    row("instructions of all threads (callgrind" .. runs_note .. ")", per.zkcoord.total,
+        per.raw.total, inum)
 end
 local table_md = table.concat(lines, "\n")
 print(table_md)
+
+-- --before: the same measures of REV's zkcoord side, and each side's ratio
+-- to raw C.
+local before_md = ""
+if opts.before then
+    local b = res.before
+    local bl = {
+        "",
+        ("zkcoord before (%s, `--before %s`) and after (this tree), same rounds:"):format(
+            before_rev, opts.before),
+        "",
+        "| per cycle | before | after | after / before | / raw C, before → after |",
+        "|---|---|---|---|---|",
+    }
+    local function brow(label, x, y, raw_v, fmt)
+        bl[#bl + 1] = ("| %s | %s | %s | %.3f | %.2fx → %.2fx |"):format(label, fmt(x), fmt(y),
+            y / x, x / raw_v, y / raw_v)
+    end
+    brow("CPU of the calling thread", median(b.thread), median(z.thread), median(r.thread), us)
+    brow("CPU of the whole process", median(b.process), median(z.process), median(r.process), us)
+    brow("wall time", median(b.wall), median(z.wall), median(r.wall), us)
+    if per.before then
+        brow("instructions of the calling thread", per.before.main, per.zkcoord.main,
+             per.raw.main, inum)
+        brow("instructions of all threads", per.before.total, per.zkcoord.total,
+             per.raw.total, inum)
+        local function each(list)
+            local t = {}
+            for i, v in ipairs(list) do t[i] = inum(v) end
+            return table.concat(t, ", ")
+        end
+        bl[#bl + 1] = ""
+        bl[#bl + 1] = ("Calling-thread instructions per cycle in each callgrind run: before %s;"
+            .. " after %s."):format(each(per.before.mains), each(per.zkcoord.mains))
+    end
+    before_md = table.concat(bl, "\n")
+    print(before_md)
+end
 
 local function breakdown(lib, limit)
     local list = {}
@@ -323,6 +491,27 @@ end
 listing_md = table.concat(listing_md, "\n")
 print(listing_md)
 
+local functions_md = ""
+if cg.functions then
+    local f = cg.functions
+    local fl = {
+        "",
+        "Where the zkcoord side's calling-thread instructions go (`--functions`: callgrind of",
+        "the child run by a LuaJIT host with symbols, exclusive cost per function by kind;",
+        ("%d instructions per cycle in that run):"):format(math.floor(f[0] + 0.5)),
+        "",
+        "| kind of work | instructions per cycle | share |",
+        "|---|---|---|",
+    }
+    local function frow(label, v)
+        fl[#fl + 1] = ("| %s | %d | %.1f %% |"):format(label, math.floor(v + 0.5), v / f[0] * 100)
+    end
+    for i, k in ipairs(KINDS) do frow(k[1], f[i]) end
+    frow("the rest (libc mutexes, `memchr` ...)", f[#KINDS + 1])
+    functions_md = table.concat(fl, "\n")
+    print(functions_md)
+end
+
 local extra = ""
 if per.zkcoord then
     extra = table.concat({
@@ -350,8 +539,11 @@ if opts.doc then
         "<!-- cpu:begin -->",
         "## CPU per uncontended lock cycle: zkcoord vs raw C (issue 14 item 4)",
         "",
-        ("Command: `luajit bench/cpu.lua --doc --rounds %d --cycles %d` (its own standalone"):format(
-            opts.rounds, opts.cycles),
+        ("Command: `luajit bench/cpu.lua --doc --rounds %d --cycles %d%s%s` (its own standalone")
+            :format(opts.rounds, opts.cycles,
+                    (opts.cg_runs > 1 and " --cg-runs " .. opts.cg_runs or "")
+                        .. (opts.functions and " --functions" or ""),
+                    opts.before and " --before " .. opts.before or ""),
         "ZooKeeper on 127.0.0.1, forceSync=no; each program in its own process, one session,",
         "one lock path of its own, no contention). Measured " .. started .. " on " .. cpuname .. ", "
             .. sh("nproc"):gsub("\n", "") .. " cores shared with other work",
@@ -360,6 +552,8 @@ if opts.doc then
         "instruction counts are the stable figure.",
         "",
         table_md,
+        before_md,
+        functions_md,
         extra,
         listing_md,
         "<!-- cpu:end -->",

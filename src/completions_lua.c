@@ -34,7 +34,7 @@ static int push_errno(lua_State *L)
 /* q:next(rec) -> true after filling table rec with the oldest record's
  * fields (convert_fill_record), false when the queue is empty. The caller
  * passes the same table each time: no allocation per record. The field
- * names are this closure's upvalues, interned once. */
+ * names (a record's and a stat's) are this closure's upvalues, interned once. */
 static int queue_next(lua_State *L)
 {
     zkq *q = completions_check(L, 1);
@@ -143,9 +143,9 @@ void completions_register(lua_State *L)
     luaL_newmetatable(L, QUEUE_MT);
     lua_newtable(L);
     zk_setfuncs(L, methods);
-    for (i = 0; i < RF_COUNT; i++)
-        lua_pushstring(L, convert_record_keys[i]);
-    lua_pushcclosure(L, queue_next, RF_COUNT);
+    for (i = 0; i < CONVERT_KEY_COUNT; i++)
+        lua_pushstring(L, convert_keys[i]);
+    lua_pushcclosure(L, queue_next, CONVERT_KEY_COUNT);
     lua_setfield(L, -2, "next");
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, queue_gc);

@@ -1,22 +1,38 @@
 /* convert.c: turns records into Lua values, and Lua ACL tables into ACL_vector.
  * Lua thread only. 64-bit session ids are hex strings: server ids live in the
  * top byte, which a Lua number (double) cannot hold exactly. */
-#include <inttypes.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "convert.h"
 
-const char *const convert_record_keys[RF_COUNT] = {
+const char *const convert_keys[CONVERT_KEY_COUNT] = {
     "kind", "id", "rc", "value", "stat", "extra", "type", "state", "path",
+    "czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion",
+    "aversion", "data_length", "num_children", "ephemeral_owner",
 };
+
+void convert_hex(char *out, const unsigned char *b, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    size_t i;
+    for (i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 0x0f];
+    }
+}
 
 void convert_push_hex64(lua_State *L, int64_t v)
 {
-    char buf[17];
-    snprintf(buf, sizeof(buf), "%016" PRIx64, (uint64_t)v);
-    lua_pushlstring(L, buf, 16);
+    unsigned char b[8];
+    char buf[16];
+    uint64_t u = (uint64_t)v;
+    int i;
+    for (i = 7; i >= 0; i--, u >>= 8)
+        b[i] = (unsigned char)u;
+    convert_hex(buf, b, sizeof(b));
+    lua_pushlstring(L, buf, sizeof(buf));
 }
 
 int convert_parse_hex64(const char *s, int64_t *out)
@@ -37,12 +53,6 @@ int convert_parse_hex64(const char *s, int64_t *out)
     return n > 0;
 }
 
-static void set_num(lua_State *L, const char *k, double v)
-{
-    lua_pushnumber(L, v);
-    lua_setfield(L, -2, k);
-}
-
 /* Integers stay integers on Lua 5.3+ (zxids fit: 64-bit lua_Integer). */
 static void set_int(lua_State *L, const char *k, int64_t v)
 {
@@ -50,22 +60,32 @@ static void set_int(lua_State *L, const char *k, int64_t v)
     lua_setfield(L, -2, k);
 }
 
-void convert_push_stat(lua_State *L, const struct Stat *st)
+/* Pushes the name of field `field` (an upvalue of the calling closure, see
+ * convert_fill_record); the caller pushes its value and rawsets: no string
+ * is hashed per record or per stat. */
+#define KEY(field) lua_pushvalue(L, lua_upvalueindex(keys + (field)))
+#define SET_INT(field, v) (KEY(field), lua_pushinteger(L, (lua_Integer)(v)), lua_rawset(L, -3))
+#define SET_NUM(field, v) (KEY(field), lua_pushnumber(L, (v)), lua_rawset(L, -3))
+
+/* A stat as a plain table, sized for its fields; ephemeral_owner only for an
+ * ephemeral node. */
+static void push_stat(lua_State *L, int keys, const struct Stat *st)
 {
-    lua_createtable(L, 0, 11);
-    set_int(L, "czxid", st->czxid);
-    set_int(L, "mzxid", st->mzxid);
-    set_int(L, "pzxid", st->pzxid);
-    set_num(L, "ctime", (double)st->ctime / 1000.0);
-    set_num(L, "mtime", (double)st->mtime / 1000.0);
-    set_int(L, "version", st->version);
-    set_int(L, "cversion", st->cversion);
-    set_int(L, "aversion", st->aversion);
-    set_int(L, "data_length", st->dataLength);
-    set_int(L, "num_children", st->numChildren);
+    lua_createtable(L, 0, st->ephemeralOwner != 0 ? 11 : 10);
+    SET_INT(SF_CZXID, st->czxid);
+    SET_INT(SF_MZXID, st->mzxid);
+    SET_INT(SF_PZXID, st->pzxid);
+    SET_NUM(SF_CTIME, (double)st->ctime / 1000.0);
+    SET_NUM(SF_MTIME, (double)st->mtime / 1000.0);
+    SET_INT(SF_VERSION, st->version);
+    SET_INT(SF_CVERSION, st->cversion);
+    SET_INT(SF_AVERSION, st->aversion);
+    SET_INT(SF_DATA_LENGTH, st->dataLength);
+    SET_INT(SF_NUM_CHILDREN, st->numChildren);
     if (st->ephemeralOwner != 0) {
+        KEY(SF_EPHEMERAL_OWNER);
         convert_push_hex64(L, st->ephemeralOwner);
-        lua_setfield(L, -2, "ephemeral_owner");
+        lua_rawset(L, -3);
     }
 }
 
@@ -102,7 +122,7 @@ static void push_acl(lua_State *L, const struct ACL_vector *acl)
     }
 }
 
-static void push_multi(lua_State *L, record *r)
+static void push_multi(lua_State *L, int keys, record *r)
 {
     int i;
     zoo_op_result_t *res = record_multi_results(r);
@@ -110,15 +130,17 @@ static void push_multi(lua_State *L, record *r)
     int *types = record_multi_types(r);
     lua_createtable(L, r->nops, 0);
     for (i = 0; i < r->nops; i++) {
-        lua_createtable(L, 0, 3);
-        set_int(L, "rc", res[i].err);
+        lua_createtable(L, 0, 2);
+        SET_INT(RF_RC, res[i].err);
         if (res[i].err == ZOK && types[i] == OPT_CREATE) {
+            KEY(RF_PATH);
             lua_pushstring(L, record_multi_path(r, i));
-            lua_setfield(L, -2, "path");
+            lua_rawset(L, -3);
         }
         if (res[i].err == ZOK && types[i] == OPT_SET) {
-            convert_push_stat(L, &stats[i]);
-            lua_setfield(L, -2, "stat");
+            KEY(RF_STAT);
+            push_stat(L, keys, &stats[i]);
+            lua_rawset(L, -3);
         }
         lua_rawseti(L, -2, i + 1);
     }
@@ -131,11 +153,7 @@ static void push_multi(lua_State *L, record *r)
  *   session  id (the session's serial), state
  * Fields of another kind keep what an earlier record left: read only those
  * of rec.kind. The keys are the calling closure's upvalues from number
- * `keys` on, in RF_* order: interned once, not per record. */
-
-/* Pushes the name of field `field` (an upvalue of the calling closure);
- * the caller pushes its value and rawsets: no string is hashed per record. */
-#define KEY(field) lua_pushvalue(L, lua_upvalueindex(keys + (field)))
+ * `keys` on, in convert_keys order: interned once, not per record. */
 
 void convert_fill_record(lua_State *L, int t, int keys, record *r)
 {
@@ -155,7 +173,7 @@ void convert_fill_record(lua_State *L, int t, int keys, record *r)
         lua_rawset(L, t);
         KEY(RF_STAT);
         if (r->has_stat)
-            convert_push_stat(L, &r->stat);
+            push_stat(L, keys, &r->stat);
         else
             lua_pushnil(L);
         lua_rawset(L, t);
@@ -167,7 +185,7 @@ void convert_fill_record(lua_State *L, int t, int keys, record *r)
         else if (r->op == OP_GET_ACL)
             push_acl(L, &r->acl);
         else if (r->op == OP_MULTI && r->slots)
-            push_multi(L, r);
+            push_multi(L, keys, r);
         else
             lua_pushnil(L);
         lua_rawset(L, t);
@@ -190,6 +208,8 @@ void convert_fill_record(lua_State *L, int t, int keys, record *r)
         break;
     }
 }
+#undef SET_NUM
+#undef SET_INT
 #undef KEY
 
 void convert_free_acl(struct ACL_vector *acl)

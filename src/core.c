@@ -4,8 +4,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -90,19 +91,62 @@ static void random_bytes(unsigned char *buf, size_t n)
     }
 }
 
-/* core.uuid(): a random version-4 UUID, 36 characters. */
+/* core.uuid()'s random bytes, fetched from the kernel UUID_BATCH UUIDs at a
+ * time: one system call per UUID_BATCH UUIDs. One pool per thread: a Lua
+ * state runs on one thread at a time and a C function never yields, so no
+ * lock. A forked child must not hand out bytes its parent has also handed
+ * out: the child's pthread_atfork handler moves fork_generation on, and a
+ * pool filled in another generation is refilled before use. */
+#define UUID_BATCH 32
+static unsigned fork_generation;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static __thread struct {
+    unsigned char bytes[UUID_BATCH * 16];
+    size_t used;             /* bytes handed out; all of them when never filled */
+    unsigned generation;
+} uuid_pool = { {0}, UUID_BATCH * 16, 0 };
+
+static void after_fork_in_child(void)
+{
+    fork_generation++;
+}
+
+static void register_atfork(void)
+{
+    (void)pthread_atfork(NULL, NULL, after_fork_in_child);
+}
+
+/* 16 bytes no other call in this or another process was given. */
+static const unsigned char *uuid_bytes(void)
+{
+    if (uuid_pool.used >= sizeof(uuid_pool.bytes) || uuid_pool.generation != fork_generation) {
+        random_bytes(uuid_pool.bytes, sizeof(uuid_pool.bytes));
+        uuid_pool.used = 0;
+        uuid_pool.generation = fork_generation;
+    }
+    uuid_pool.used += 16;
+    return uuid_pool.bytes + uuid_pool.used - 16;
+}
+
+/* core.uuid(): a random version-4 UUID, 36 characters, lowercase. */
 static int core_uuid(lua_State *L)
 {
     unsigned char b[16];
-    char s[37];
-    random_bytes(b, sizeof(b));
+    char s[36];
+    memcpy(b, uuid_bytes(), sizeof(b));
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(s, sizeof(s),
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-             b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    lua_pushlstring(L, s, 36);
+    convert_hex(s, b, 4);
+    s[8] = '-';
+    convert_hex(s + 9, b + 4, 2);
+    s[13] = '-';
+    convert_hex(s + 14, b + 6, 2);
+    s[18] = '-';
+    convert_hex(s + 19, b + 8, 2);
+    s[23] = '-';
+    convert_hex(s + 24, b + 10, 6);
+    lua_pushlstring(L, s, sizeof(s));
     return 1;
 }
 
@@ -235,6 +279,7 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
         {NULL, NULL}
     };
     pin_library();
+    (void)pthread_once(&atfork_once, register_atfork);
     zoo_set_debug_level((ZooLogLevel)0);
     completions_register(L);
     session_register(L);

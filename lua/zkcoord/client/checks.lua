@@ -23,9 +23,24 @@ function _M.check_self(self, fname)
 end
 
 
+-- Paths check_path accepted, one set per rule (a sequential path may end
+-- with "/" but not be "/"): a path met again costs one table read. Only
+-- accepted paths are kept, so a bad path raises every time. Each set is
+-- dropped when it reaches MEMO_MAX entries: node names with a uuid in them
+-- are seen once, and memory stays bounded.
+local MEMO_MAX = 512
+local accepted = { [false] = {}, [true] = {} }
+local accepted_n = { [false] = 0, [true] = 0 }
+
+
 --- Raises unless `path` is an absolute ZooKeeper path. A trailing "/" is
 --- allowed only where ZooKeeper appends a sequence number.
 function _M.check_path(path, fname, n, sequential)
+    sequential = not not sequential
+    local memo = accepted[sequential]
+    if memo[path] then
+        return path
+    end
     if type(path) ~= "string" then
         argerror(n or 1, fname, "path must be a string, got " .. type(path), 2)
     end
@@ -36,9 +51,10 @@ function _M.check_path(path, fname, n, sequential)
     if len > 1 and byte(path, len) == 47 and not sequential then
         argerror(n or 1, fname, "path must not end with '/': " .. path, 2)
     end
-    if find(path, "%c") then
+    if not find(path, "^%C*$") then
         -- ZooKeeper refuses control characters; libzookeeper's multi even
-        -- frees memory it never allocated on one (a crash).
+        -- frees memory it never allocated on one (a crash). Anchored: one
+        -- pass over the path (an unanchored "%c" restarts at every byte).
         argerror(n or 1, fname, "path must not contain NUL or control characters", 2)
     end
     if sequential and path == "/" then
@@ -49,10 +65,19 @@ function _M.check_path(path, fname, n, sequential)
     if find(path, "//", 1, true) then
         argerror(n or 1, fname, "path must not contain empty segments: " .. path, 2)
     end
-    local p = path .. "/"
-    if find(p, "/./", 1, true) or find(p, "/../", 1, true) then
+    -- A "." or ".." segment inside, or last (no concatenation: "/." or "/.." at the end)
+    if find(path, "/./", 1, true) or find(path, "/../", 1, true)
+        or (byte(path, len) == 46 and (byte(path, len - 1) == 47
+            or (byte(path, len - 1) == 46 and byte(path, len - 2) == 47))) then
         argerror(n or 1, fname, "path must not contain '.' or '..' segments: " .. path, 2)
     end
+    local count = accepted_n[sequential] + 1
+    if count > MEMO_MAX then
+        memo, count = {}, 1
+        accepted[sequential] = memo
+    end
+    memo[path] = true
+    accepted_n[sequential] = count
     return path
 end
 
