@@ -35,7 +35,7 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
 _M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, line = true,
-               wait = true }
+               wait = true, ["wait/ngx"] = true }
 local SUBDIRS = _M.SUBDIRS
 
 
@@ -47,7 +47,12 @@ local function our_source(source)
         return true
     end
     local dir = match(source, "zkcoord[/\\]([%w_]+)[/\\][%w_]+%.lua$")
-    return dir ~= nil and SUBDIRS[dir] == true
+    if dir ~= nil and SUBDIRS[dir] then
+        return true
+    end
+    -- two folders deep (wait/ngx/ticker.lua)
+    local d1, d2 = match(source, "zkcoord[/\\]([%w_]+)[/\\]([%w_]+)[/\\][%w_]+%.lua$")
+    return d1 ~= nil and SUBDIRS[d1 .. "/" .. d2] == true
 end
 
 
