@@ -4,11 +4,11 @@
 -- method and function the README's Synopsis, Client API and Recipes call is
 -- in the reference. Runs in the normal suite: no server needed.
 
+local proc = require "helpers.proc"
+
+
 local function slurp(path)
-    local f = assert(io.open(path, "rb"))
-    local s = f:read("*a")
-    f:close()
-    return s
+    return assert(proc.read_file(path))
 end
 
 
@@ -200,15 +200,15 @@ describe("API reference", function()
     local dir, ref
 
     setup(function()
-        dir = lines_of("mktemp -d /tmp/zkcoord-apidoc-spec.XXXXXX")[1]
+        dir = assert(proc.mktemp_dir("zkcoord-apidoc-spec."))
         local log = lines_of("bash scripts/apidoc.sh --out " .. dir .. " 2>&1; echo rc=$?")
         assert(log[#log] == "rc=0", table.concat(log, "\n"))
         ref = reference(dir)
     end)
 
     teardown(function()
-        if dir and dir:match("^/tmp/zkcoord%-apidoc%-spec%.") then
-            os.execute("rm -rf " .. dir)
+        if dir then
+            proc.rm_rf(dir)
         end
     end)
 
