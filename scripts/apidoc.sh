@@ -32,9 +32,9 @@ for f in cache/delivery cache/events cache/loader cache/tree client/class queue;
 done
 # The client is one class spread over client/*.lua: LDoc reads the parts
 # that add its methods as one file, the page of zkcoord.client (init.lua's
-# header first). The internal parts keep pages of their own, so the
-# client's page lists what a user calls: the pump (the contract a waiter
-# drives), ACL conversion, argument checks and options.
+# header first). Its internal parts (the pump a waiter drives, ACL
+# conversion, argument checks, options) keep pages of their own, so the
+# client's page lists what a user calls.
 internal="acl checks options pump"
 ( cd "$work/src/zkcoord/client" &&
   cat init.lua $(ls *.lua | grep -v '^init\.lua$' |
