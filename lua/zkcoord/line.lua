@@ -293,6 +293,8 @@ function _M:seq()
 end
 
 
+--- Our node's create stat (stat.czxid: a fencing token; nil while not in
+--- the line).
 function _M:stat()
     check_self(self, "stat")
     return self._stat

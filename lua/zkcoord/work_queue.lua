@@ -486,12 +486,14 @@ end
 -- claim answers as a queue position does (node, is_through, leave).
 
 --- The claim node's path (nil once let go).
+--- @local
 function Claim:node()
     return self._node
 end
 
 
 --- A claim is held from the start: there is no line to wait in.
+--- @local
 function Claim:is_through()
     return self._node ~= nil
 end
@@ -499,6 +501,7 @@ end
 
 --- Gives the item back (not waited for; retried until done), while the
 --- session that took it lives.
+--- @local
 function Claim:leave()
     local node = self._node
     if node then
@@ -510,6 +513,7 @@ end
 
 
 --- The claim node is gone (acked, released, or with its session).
+--- @local
 function Claim:forget()
     if self._node then
         self.client:disown_node(self._node)

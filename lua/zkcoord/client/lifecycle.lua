@@ -69,6 +69,7 @@ function _M:on_state(fn)
 end
 
 
+--- Removes a function `on_state` added. Returns true if it was there.
 function _M:remove_listener(fn)
     check_self(self, "remove_listener")
     util.check_fn(fn, "remove_listener")
@@ -188,6 +189,7 @@ end
 
 --- The pump a waiter drives (zkcoord.client.pump): drain, wait, kick,
 --- check_timers, run_callbacks, enqueue_callback, fd.
+--- @local
 function _M:pump()
     check_self(self, "pump")
     return self._pump
@@ -198,6 +200,7 @@ end
 --- session replaces a lost one, so a recipe can tell whether a node it
 --- created belongs to the session that is live now.
 ---@return integer
+--- @local
 function _M:serial()
     return self._serial
 end
@@ -217,6 +220,9 @@ function _M:request_timeout()
 end
 
 
+--- What the client holds now, for leak checks and monitoring: `pending`
+--- (requests waiting for a reply), `watches`, `listeners` (on_state),
+--- `callbacks` (queued to run), `serial` (the current session's number), `state`.
 function _M:stats()
     check_self(self, "stats")
     local np, nw = 0, 0

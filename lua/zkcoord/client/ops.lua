@@ -336,6 +336,7 @@ local READS = { exists = true, get = true, children = true, get_acl = true, sync
 
 --- Contract, for recipes: read `op` (a READS name) as the sync method does,
 --- but give up with "timeout" at `deadline` (nil: the retry policy only).
+--- @local
 function _M:read_until(deadline, op, a, b, c)
     return self:_read(deadline, self._retry, send[op], a, b, c)
 end

@@ -166,6 +166,7 @@ end
 
 --- Contract: waits (bounded: at most `timeout`, default the request
 --- timeout) until pred(state) is true. Returns true if it is.
+--- @local
 function _M:wait_state(pred, timeout)
     local deadline = now() + (timeout or self._request_timeout)
     while not pred(self._state) do
