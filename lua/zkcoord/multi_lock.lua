@@ -114,6 +114,23 @@ function _M:release()
 end
 
 
+--- Runs fn(...) holding every lock (acquire(timeout), fn protected,
+--- release whatever fn did), as lock:run: fn's results; nil, err when the
+--- acquire failed or a lock was lost while fn ran ("lost"); an error in fn
+--- is raised again after the release.
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    util.check_fn(fn, "run", 1)
+    util.check_timeout(timeout, "run", 2)
+    local ok, err, detail = self:acquire(timeout)
+    if not ok then
+        return nil, err, detail
+    end
+    return util.run_held(self.release, self, fn, ...)
+end
+
+
 --- Are all the locks held, in a live session?
 function _M:held()
     check_self(self, "held")

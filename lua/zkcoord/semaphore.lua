@@ -182,6 +182,23 @@ function _M:acquire(timeout)
 end
 
 
+--- Runs fn(lease, ...) holding a lease: acquire(timeout), fn protected,
+--- the lease released whatever fn did. fn's results; nil, err when the
+--- acquire failed or the lease was lost while fn ran ("lost"); an error in
+--- fn is raised again after the release, with its traceback.
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    util.check_fn(fn, "run", 1)
+    util.check_timeout(timeout, "run", 2)
+    local lease, err, detail = self:acquire(timeout)
+    if not lease then
+        return nil, err, detail
+    end
+    return util.run_held(Lease.release, lease, fn, lease, ...)
+end
+
+
 --- How many leases are held now (one children() round trip).
 ---@return integer|nil count, string? err
 function _M:leases()

@@ -477,6 +477,35 @@ function _M:take(timeout)
 end
 
 
+-- After process()'s fn: ack when it returned, else give the item back.
+local function settle_item(item, ok)
+    if ok then
+        return item:ack()
+    end
+    return item:release()
+end
+
+
+--- Takes an item (as take(timeout)) and runs fn(data, item) protected:
+--- when fn returns, the item is acked, when it raises, given back (and the
+--- error raised again, with its traceback, after that). fn's results;
+--- nil, err when no item came ("timeout" ...) or the ack failed ("lost":
+--- our session ended, the item is back in the queue for another).
+---@param fn function fn(data, item)
+---@param timeout number? as take's
+---@return any ... fn's results, or nil, err
+function _M:process(fn, timeout)
+    check_self(self, "process")
+    util.check_fn(fn, "process", 1)
+    util.check_timeout(timeout, "process", 2)
+    local item, err, detail = self:take(timeout)
+    if not item then
+        return nil, err, detail
+    end
+    return util.run_held(settle_item, item, fn, item.data, item)
+end
+
+
 -- ---------------------------------------------------------------------------
 -- Claims: what the client's registry holds for a taken item (own_node). In
 -- nginx a request that ends holding the item gives it back. A lost
