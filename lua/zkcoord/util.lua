@@ -410,7 +410,7 @@ local function finish(done, hold, ok, ...)
     if not ok then
         error((...), 0)
     end
-    if dok == nil then
+    if dok == nil and derr ~= nil then
         return nil, derr, ddetail
     end
     return ...
@@ -420,7 +420,9 @@ end
 --- Calls fn(...) protected, then done(hold, ok) whatever happened (ok: fn
 --- returned). An error in fn is raised again after done, with its
 --- traceback. Else fn's results, or done's nil, err when it failed (a lock
---- lost while fn ran: "lost"). The one body of every recipe's run.
+--- lost while fn ran: "lost"). The one body of every recipe's run. On Lua
+--- 5.1 fn runs in a coroutine of its own (its yields passed on); running()
+--- answers its caller's there.
 function _M.run_held(done, hold, fn, ...)
     return finish(done, hold, protected(fn, traceback, ...))
 end
