@@ -11,8 +11,8 @@
 -- <path>/entries named as kazoo names them, entry-<priority>-<seq> (three
 -- digits, then the server's ten): kazoo's consumer sorts the raw names,
 -- which is priority, then arrival order, for ours and its own alike.
--- Items named _c_<uuid>-p<priority>-entry-<seq> (this library's names
--- before 0.x) are still taken, in the same order. A put is one multi: the
+-- Items named _c_<uuid>-p<priority>-entry-<seq> (the names this library
+-- gave before) are still taken, in the same order. A put is one multi: the
 -- item and its receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the
 -- putting session, deleted once the put is known to have happened. A put
 -- whose reply was lost asks the receipt, once connected again: only we
