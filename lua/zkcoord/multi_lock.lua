@@ -121,13 +121,7 @@ end
 ---@return any ... fn's results, or nil, err
 function _M:run(fn, timeout, ...)
     check_self(self, "run")
-    util.check_fn(fn, "run", 1)
-    util.check_timeout(timeout, "run", 2)
-    local ok, err, detail = self:acquire(timeout)
-    if not ok then
-        return nil, err, detail
-    end
-    return util.run_held(self.release, self, fn, ...)
+    return util.acquire_run(self, self.release, false, fn, timeout, ...)
 end
 
 

@@ -189,13 +189,7 @@ end
 ---@return any ... fn's results, or nil, err
 function _M:run(fn, timeout, ...)
     check_self(self, "run")
-    util.check_fn(fn, "run", 1)
-    util.check_timeout(timeout, "run", 2)
-    local lease, err, detail = self:acquire(timeout)
-    if not lease then
-        return nil, err, detail
-    end
-    return util.run_held(Lease.release, lease, fn, lease, ...)
+    return util.acquire_run(self, Lease.release, true, fn, timeout, ...)
 end
 
 

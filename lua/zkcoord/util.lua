@@ -426,6 +426,25 @@ end
 function _M.run_held(done, hold, fn, ...)
     return finish(done, hold, protected(fn, traceback, ...))
 end
+local run_held = _M.run_held
+
+
+--- The body of a recipe's run(fn, timeout?, ...) (lock, multi_lock,
+--- semaphore): checks fn and timeout, hold = self:acquire(timeout), then
+--- run_held(done, ...): with `pass_hold`, fn(hold, ...) and done(hold)
+--- (a lease); else fn(...) and done(self) (a lock's release).
+function _M.acquire_run(self, done, pass_hold, fn, timeout, ...)
+    check_fn(fn, "run", 1)
+    _M.check_timeout(timeout, "run", 2)
+    local hold, err, detail = self:acquire(timeout)
+    if not hold then
+        return nil, err, detail
+    end
+    if pass_hold then
+        return run_held(done, hold, fn, hold, ...)
+    end
+    return run_held(done, self, fn, ...)
+end
 
 
 --- Rounds of a create-then-look step whose node keeps coming and going

@@ -25,6 +25,23 @@ local argerror, remaining = util.argerror, util.remaining
 
 local M = {}
 
+
+-- Waits for every future of `fs`: true, or nil and the first error other
+-- than `fine` (what this step counts as done: "nodeexists", "nonode").
+local function all_done(fs, deadline, fine)
+    local first
+    for _, f in ipairs(fs) do
+        local ok, err = f:wait(remaining(deadline))
+        if not ok and err ~= fine then
+            first = first or err
+        end
+    end
+    if first then
+        return nil, first
+    end
+    return true
+end
+
 local ENSURE_KEYS = { "container", "acl", "timeout" }
 local DELETE_KEYS = { "version", "recursive", "timeout" }
 
@@ -48,17 +65,7 @@ local function make_path(self, path, acl_entries, mode, deadline)
         end
         pos = s
     end
-    local first
-    for _, f in ipairs(fs) do
-        local ok, err = f:wait(remaining(deadline))
-        if not ok and err ~= "nodeexists" then
-            first = first or err
-        end
-    end
-    if first then
-        return nil, first
-    end
-    return true
+    return all_done(fs, deadline, "nodeexists")
 end
 
 
@@ -146,17 +153,7 @@ local function delete_tree(self, path, version, deadline)
     for i = #all, 1, -1 do
         fs[#fs + 1] = self:_request(nil, "delete", all[i], i == 1 and version or -1)
     end
-    local first
-    for _, f in ipairs(fs) do
-        local ok, derr = f:wait(remaining(deadline))
-        if not ok and derr ~= "nonode" then
-            first = first or derr
-        end
-    end
-    if first then
-        return nil, first
-    end
-    return true
+    return all_done(fs, deadline, "nonode")
 end
 
 
