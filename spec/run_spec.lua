@@ -114,6 +114,11 @@ describe("run #zk", function()
         end)
         assert.truthy(msg:find("writer failed", 1, true))
         assert.is_false(rw:write_lock():held())
+        -- a refused upgrade blames the caller of run, not the library
+        assert.is_true(rw:read_lock():acquire(5))
+        local umsg = raised(function() rw:write_lock():run(function() end, 1) end)
+        assert.matches("^spec/run_spec.lua:%d+: cannot upgrade", umsg)
+        assert(rw:read_lock():release())
         assert.is_true(other:rwlock("/rw"):write_lock():acquire(5))
     end)
 
