@@ -114,6 +114,17 @@ function _M:release()
 end
 
 
+--- Runs fn(...) holding every lock (acquire(timeout), fn protected,
+--- release whatever fn did), as lock:run: fn's results; nil, err when the
+--- acquire failed or a lock was lost while fn ran ("lost"); an error in fn
+--- is raised again after the release.
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    return util.acquire_run(self, self.release, false, fn, timeout, ...)
+end
+
+
 --- Are all the locks held, in a live session?
 function _M:held()
     check_self(self, "held")

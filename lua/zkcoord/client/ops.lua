@@ -11,6 +11,7 @@ local checks = require "zkcoord.client.checks"
 local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
 local compat = require "zkcoord.compat"
+local paths = require "zkcoord.client.paths"
 
 local C = core.c
 local now = core.now
@@ -126,7 +127,12 @@ function send.create(self, path, data, opts)
 end
 
 
+-- delete(path, version) or delete(path, { version =, recursive =, timeout = })
+-- (the options form is zkcoord.client.paths').
 function send.delete(self, path, version)
+    if type(version) == "table" then
+        return paths.send_delete(self, path, version)
+    end
     check_path(path, "delete", 1)
     return self:_request(nil, "delete", path, check_version(version, "delete", 2))
 end
