@@ -102,6 +102,7 @@ function _M:campaign(timeout)
     if self:is_leader() then
         return true
     end
+    self._lost = nil        -- campaigning again acknowledges an earlier loss
     local client = self.client
     local deadline = util.deadline(timeout)
     if self._q then
@@ -157,6 +158,8 @@ function _M:_supervise(q)
         if self._q == q then
             self._q = nil
         end
+        -- resign() answers "lost" once for a leadership that ended unasked
+        self._lost = reason ~= "resigned" or nil
         call_all(client, self._revoked_fns, "election on_revoked", reason)
     end
     self._revoke_q = q
@@ -168,23 +171,25 @@ end
 --- Gives up leadership, or stops campaigning. The node is deleted without
 --- waiting (ordered before this session's next request, retried until done).
 --- on_revoked callbacks run with reason "resigned" if we were leader.
----@return true
+--- After leadership was lost (session ended, node deleted, or the session
+--- not heard from for its timeout) the first resign() returns nil, "lost"
+--- (on_revoked has run with the reason before).
+---@return true|nil ok, string? err "lost"
 function _M:resign()
     check_self(self, "resign")
     local q = self._q
-    if not q then
-        return true
-    end
-    local was = q:is_through()
-    q:leave()
-    if self._revoke_q == q then
-        if was then
-            self._revoke("resigned")
-        else
-            self._revoke("sessionexpired")   -- lost, and not told yet
+    if q then
+        local was = q:is_through()     -- first: a loss found now is reported
+        q:leave()
+        if self._revoke_q == q then
+            self._revoke(was and "resigned" or "sessionexpired")
         end
+        self._q = nil
     end
-    self._q = nil
+    if self._lost then
+        self._lost = nil
+        return nil, "lost"
+    end
     return true
 end
 

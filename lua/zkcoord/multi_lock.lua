@@ -93,6 +93,7 @@ end
 ---@return true|nil ok, string? err
 function _M:release()
     check_self(self, "release")
+    self.client:current_state()    -- a loss that reached the process, first
     if self._lost then
         self._lost = false
         for i = #self.locks, 1, -1 do

@@ -238,8 +238,8 @@ function Lease:release()
     if not q then
         return nil, "notheld"
     end
+    local held = q:is_through()     -- first: a loss found now reaches on_lost
     self._q = nil
-    local held = q:is_through()
     q:leave()
     if not held then
         return nil, "lost"

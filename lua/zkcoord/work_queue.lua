@@ -553,7 +553,12 @@ end
 
 -- Is our claim still ours? It lives as long as the session that made it.
 local function claimed(self)
-    return self.claim ~= nil and self._sid ~= nil and self._sid == self.queue.client:session_id()
+    if self.claim == nil or self._sid == nil then
+        return false
+    end
+    local client = self.queue.client
+    client:current_state()     -- what reached the process, and the clock rule, first
+    return self._sid == client:session_id()
 end
 
 

@@ -54,9 +54,13 @@ function _M:log(level, msg)
 end
 
 
+--- The state now: what has already reached the process is taken first
+--- (without blocking), and a session not heard from for its timeout is
+--- lost (the clock rule, README "Sessions").
 ---@return string state "connecting" | "connected" | "suspended" | "lost" | "closed"
 function _M:state()
     check_self(self, "state")
+    self:_catch_up()
     return self._state
 end
 
@@ -203,6 +207,19 @@ end
 --- @local
 function _M:serial()
     return self._serial
+end
+
+
+--- The state for a state answer (`held()`, `is_leader()` ...): like
+--- `state()`, and with a waiter that runs callbacks inline (blocking) the
+--- callbacks already queued run first, so that what reached the process
+--- (a deleted node, an ended session) has been told (on_lost) before the
+--- answer. Never blocks.
+---@return string state
+function _M:current_state()
+    check_self(self, "current_state")
+    self:_catch_up(true)
+    return self._state
 end
 
 
