@@ -185,7 +185,7 @@ function RUN.watch(c, v)
     local fd = c:fd()
     local stop
     while not stop do
-        sys.poll(v.sigfd, fd, 0.25)
+        sys.poll(0.25, v.sigfd, fd)
         c:process()
         for _, s in ipairs(sys.read_signals(v.sigfd)) do
             if s.signo ~= SIG.CHLD then stop = true end
