@@ -6,6 +6,9 @@ local tcpproxy = require "helpers.tcpproxy"
 
 local ROOT = os.getenv("PWD") or "."
 local BIN = ROOT .. "/bin/zkcoord"
+-- The command on another VM: ZKCOORD_CLI_LUA=lua5.4 and ZKCOORD_CLI_CPATH
+-- its core (build-lua5.4/lib/?.so after `scripts/build.sh --lua 5.4`).
+local CLI_LUA, CLI_CPATH = os.getenv("ZKCOORD_CLI_LUA"), os.getenv("ZKCOORD_CLI_CPATH")
 
 local seq = 0
 local function tmpfile(name)
@@ -39,9 +42,12 @@ local function start(args, opts)
     opts = opts or {}
     local h = { out = tmpfile("out"), err = tmpfile("err"), pidf = tmpfile("pid"),
                 rcf = tmpfile("rc") }
-    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf, opts.bin or BIN }
+    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf }
+    if CLI_LUA and not opts.bin then argv[#argv + 1] = CLI_LUA end
+    argv[#argv + 1] = opts.bin or BIN
     for _, a in ipairs(args) do argv[#argv + 1] = tostring(a) end
     local e = env()
+    e.ZKCOORD_CPATH = CLI_LUA and CLI_CPATH or nil
     for k, v in pairs(opts.env or {}) do e[k] = v end
     assert(proc.spawn(argv, { stdout = h.out, stderr = h.err, env = e, owner = true }))
     assert(zk.wait_until(function() return proc.read_file(h.pidf) end, 10),
