@@ -191,6 +191,27 @@ describe("zkcoord command #zk", function()
     end)
 
     describe("plain verbs", function()
+        it("set PATH - reads the data from stdin, as it is", function()
+            local p = root .. "/stdin"
+            assert(admin:create(p, "old"))
+            local argv = { "-c", 'printf "a\\nb\\n" | "$@"', "sh" }
+            if CLI_LUA then argv[#argv + 1] = CLI_LUA end
+            for _, a in ipairs({ BIN, "set", p, "-" }) do argv[#argv + 1] = a end
+            local rc, _, err = run(argv, nil, { bin = "sh" })
+            assert.are.equal(0, rc, err)
+            assert.are.equal("a\nb\n", (admin:get(p)))
+        end)
+
+        it("a bad PATH is told by what is wrong with it", function()
+            for path, says in pairs({ ["/a/b/"] = "PATH must not end with '/': /a/b/",
+                                      ["a/b"] = "PATH must start with '/': a/b",
+                                      ["/a//b"] = "PATH must not contain empty segments: /a//b" }) do
+                local rc, _, err = run({ "get", path })
+                assert.are.equal(64, rc)
+                assert.are.equal("zkcoord: get: " .. says, lines(err)[1])
+            end
+        end)
+
         it("create, get, set, ls, stat, tree, rm, with errors on stderr and status 1", function()
             local p = root .. "/cfg"
             local _
