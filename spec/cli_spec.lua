@@ -714,6 +714,65 @@ describe("zkcoord command #zk", function()
         end)
     end)
 
+    describe("the README's cron.d example", function()
+        -- The block as cron reads it: one entry a line, NAME=value lines set
+        -- the environment, an entry is 5 time fields, the user, the command.
+        local function crontab()
+            local readme = assert(proc.read_file(ROOT .. "/README.md"))
+            local block = readme:match("```sh\n(# /etc/cron%.d/[^\n]*\n.-)```")
+            assert.truthy(block, "no cron.d block in README.md")
+            local vars, entries = {}, {}
+            for l in block:gmatch("[^\n]+") do
+                if not l:match("^%s*#") then
+                    assert.is_nil(l:match("\\%s*$"), "a continuation line: " .. l)
+                    local name, value = l:match("^([%a_][%w_]*)=(%S*)$")
+                    if name then
+                        vars[name] = value
+                    else
+                        local f = {}
+                        for w in l:gmatch("%S+") do f[#f + 1] = w end
+                        assert.is_true(#f >= 7, "not an entry: " .. l)
+                        local cmd = l:match("^%s*" .. ("%S+%s+"):rep(6) .. "(.*)$")
+                        entries[#entries + 1] = { user = f[6], cmd = cmd }
+                    end
+                end
+            end
+            return vars, entries
+        end
+
+        it("is one line per entry, and its command runs the job once", function()
+            local vars, entries = crontab()
+            assert.are.equal(1, #entries)
+            assert.truthy(vars.ZKCOORD_SERVERS)
+            -- the job and the servers are this test's; zkcoord is on PATH
+            local bindir, marker = tmpfile("bin"), tmpfile("ran")
+            assert(proc.mkdir_p(bindir))
+            local job = entries[1].cmd:match("(/%S+)$")
+            assert.truthy(job, entries[1].cmd)
+            local cmd = entries[1].cmd:gsub(job:gsub("%p", "%%%0"), bindir .. "/job")
+            proc.write_file(bindir .. "/job", "#!/bin/sh\necho ran >> " .. marker .. "\n")
+            assert.are.equal(0, (run({ "-c", "chmod +x " .. bindir .. "/job && ln -s "
+                                             .. BIN .. " " .. bindir .. "/zkcoord" },
+                                     nil, { bin = "sh" })))
+            local path = cmd:match("zkcoord lock.- (/%S+) %-%-")
+            assert.truthy(path, cmd)
+            cmd = cmd:gsub(path:gsub("%p", "%%%0"), root .. path)
+            local e = { PATH = bindir .. ":" .. os.getenv("PATH") }
+            local rc, _, err = run({ "-c", cmd }, nil, { bin = "sh", env = e })
+            assert.are.equal(0, rc, err)
+            assert.are.equal("ran\n", proc.read_file(marker))
+            -- while another host holds the lock: exit 75, the job does not run
+            local go = tmpfile("go")
+            local holder = start({ "lock", root .. path, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(root .. path, 1))
+            assert.are.equal(75, (run({ "-c", cmd }, nil, { bin = "sh", env = e })))
+            assert.are.equal("ran\n", proc.read_file(marker))
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+        end)
+    end)
+
     describe("flock's options", function()
         it("-n gives up at once, -E sets that status, -w waits that long", function()
             local p = root .. "/flock"
