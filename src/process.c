@@ -194,16 +194,17 @@ static int p_spawn(lua_State *L)
     return 1;
 }
 
-/* wait(pid): waitpid without blocking (pid -1: any child, -pgid: any in
- * that group). Returns pid, status as a shell gives it (exit code, or 128 +
- * signal), the signal or nil; false when none has ended; nil, "echild" when
- * there is no such child left; nil, message on another error. */
+/* wait(pid, stopped): waitpid without blocking (pid -1: any child, -pgid:
+ * any in that group). Returns pid, status as a shell gives it (exit code, or
+ * 128 + signal), the signal or nil; with `stopped` true also pid, "stopped",
+ * signal for a child stopped (Ctrl-Z); false when none has ended; nil,
+ * "echild" when there is no such child left; nil, message on another error. */
 static int p_wait(lua_State *L)
 {
     pid_t want = (pid_t)luaL_checkinteger(L, 1), r;
-    int st = 0;
+    int st = 0, flags = WNOHANG | (lua_toboolean(L, 2) ? WUNTRACED : 0);
     do {
-        r = waitpid(want, &st, WNOHANG);
+        r = waitpid(want, &st, flags);
     } while (r < 0 && errno == EINTR);
     if (r == 0) {
         lua_pushboolean(L, 0);
@@ -218,6 +219,11 @@ static int p_wait(lua_State *L)
         return fail(L, "waitpid", errno);
     }
     lua_pushinteger(L, r);
+    if (WIFSTOPPED(st)) {
+        lua_pushliteral(L, "stopped");
+        lua_pushinteger(L, WSTOPSIG(st));
+        return 3;
+    }
     if (WIFSIGNALED(st)) {
         lua_pushinteger(L, 128 + WTERMSIG(st));
         lua_pushinteger(L, WTERMSIG(st));

@@ -197,8 +197,15 @@ local function supervise(h, pid, grace)
     local term_at, killed, status
     while true do
         while true do
-            local r, st = sys.wait(-1)
-            if r == pid then
+            local r, st = sys.wait(-1, h.tty ~= nil)
+            if st == "stopped" then
+                -- Ctrl-Z on the terminal CMD has: stop too, as a shell's job
+                -- would, with the terminal back; on `fg`, hand it on again
+                sys.foreground(0, h.tty)
+                sys.kill(sys.getpid(), SIG.STOP)
+                sys.foreground(0, pid)
+                sys.kill(-pid, SIG.CONT)
+            elseif r == pid then
                 status = st
             elseif r == nil then
                 return status or ex.OSERR    -- echild: no descendant left
@@ -256,11 +263,15 @@ local function run_held(g, verb, o, path, cmd)
     end
     h.guard:arm(pid)
     -- On a terminal, the command's group takes it over while it runs
-    -- (reading it, getting its Ctrl-C), as a shell's job would.
-    local tty = sys.foreground(0, pid)
+    -- (reading it, getting its Ctrl-C), as a shell's job would; SIGCONT in
+    -- case it read the terminal before it had it (SIGTTIN stopped it).
+    h.tty = sys.foreground(0, pid) or nil
+    if h.tty then
+        sys.kill(-pid, SIG.CONT)
+    end
     local status = supervise(h, pid, o.grace or 10)
-    if tty then
-        sys.foreground(0, tty)
+    if h.tty then
+        sys.foreground(0, h.tty)
     end
     h.guard:stop()
     release(h)
