@@ -636,6 +636,7 @@ describe("zkcoord command #zk", function()
         it("holds the lock until a grandchild that outlives CMD exits", function()
             local p = root .. "/grand"
             local shpid, kidpid, go, done = tmpfile("sh"), tmpfile("kid"), tmpfile("go"), tmpfile("done")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             local h = start({ "lock", p, "--", "sh", "-c",
                 ("echo $$ > %s; (%s; touch %s) & echo $! > %s; exit 3")
                     :format(shpid, until_go(go), done, kidpid) })
@@ -654,6 +655,7 @@ describe("zkcoord command #zk", function()
         it("holds the lock until a double-forked daemon exits", function()
             local p = root .. "/daemon"
             local dpid, go, done = tmpfile("daemon"), tmpfile("go"), tmpfile("done")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             -- the daemon: a new session (setsid), its parent gone at once
             local h = start({ "lock", p, "--", "sh", "-c",
                 ("(setsid sh -c 'echo $$ > %s; %s; touch %s' </dev/null >/dev/null 2>&1 &); exit 0")
@@ -674,6 +676,7 @@ describe("zkcoord command #zk", function()
             local h = start({ "lock", p, "--", "sh", "-c",
                               ("sleep 300 & echo $! > %s; wait"):format(sleeppid) })
             local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
             assert(proc.kill(h.pid, "TERM"))
             assert.are.equal(143, (h.wait(5)))
             -- zkcoord ended (and released) only once the sleep was dead
@@ -688,6 +691,11 @@ describe("zkcoord command #zk", function()
                               ("echo $$ > %s; sleep 300 & echo $! > %s; wait")
                                   :format(shpid, sleeppid) })
             local sh, sl = pid_in(shpid), pid_in(sleeppid)
+            finally(function()
+                for _, pid in ipairs({ sh, sl }) do
+                    if proc.alive(pid) then proc.kill(pid, "KILL") end
+                end
+            end)
             assert.truthy(wait_locks(p, 1))
             local t0 = proc.now()
             assert(proc.kill(h.pid, "KILL"))
@@ -707,6 +715,7 @@ describe("zkcoord command #zk", function()
             local h = start({ "lock", "--grace", "0.5", p, "--", "sh", "-c",
                               ("trap '' TERM; sleep 300 & echo $! > %s; wait"):format(sleeppid) })
             local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
             assert.truthy(wait_locks(p, 1))
             assert(admin:delete(p .. "/" .. locks(p)[1].node))
             assert.are.equal(71, (h.wait(5)))
@@ -763,6 +772,7 @@ describe("zkcoord command #zk", function()
             assert.are.equal("ran\n", proc.read_file(marker))
             -- while another host holds the lock: exit 75, the job does not run
             local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             local holder = start({ "lock", root .. path, "--", "sh", "-c",
                                    ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
             assert.truthy(wait_locks(root .. path, 1))
@@ -777,6 +787,7 @@ describe("zkcoord command #zk", function()
         it("-n gives up at once, -E sets that status, -w waits that long", function()
             local p = root .. "/flock"
             local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             local holder = start({ "lock", p, "--", "sh", "-c",
                                    ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
             assert.truthy(wait_locks(p, 1))
@@ -813,6 +824,7 @@ describe("zkcoord command #zk", function()
         it("-s takes the shared lock, -x the exclusive one", function()
             local p = root .. "/flocks"
             local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             local wait_go = ("while [ ! -e %s ]; do sleep 0.05; done"):format(go)
             local r1 = start({ "lock", "-s", p, "-c", wait_go })
             local r2 = start({ "lock", "-s", p, "-c", wait_go })

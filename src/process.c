@@ -58,8 +58,7 @@ static int p_block_signals(lua_State *L)
 }
 
 /* read_signals(fd): the signals pending on the signalfd, in order, as
- * { {signo =, kernel = bool}, ... }; kernel: sent by the kernel (a
- * terminal's Ctrl-C or hangup, which reaches the whole foreground group). */
+ * { {signo =}, ... }. */
 static int p_read_signals(lua_State *L)
 {
     int fd = (int)luaL_checkinteger(L, 1), n = 0;
@@ -71,11 +70,9 @@ static int p_read_signals(lua_State *L)
             continue;
         if (r != (ssize_t)sizeof si)
             break;
-        lua_createtable(L, 0, 2);
+        lua_createtable(L, 0, 1);
         lua_pushinteger(L, (lua_Integer)si.ssi_signo);
         lua_setfield(L, -2, "signo");
-        lua_pushboolean(L, si.ssi_code == SI_KERNEL);
-        lua_setfield(L, -2, "kernel");
         lua_rawseti(L, -2, ++n);
     }
     return 1;
