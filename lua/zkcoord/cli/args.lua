@@ -12,9 +12,9 @@ local exit, usage = ex.exit, ex.usage
 
 local _M = {}
 
--- A value for option `name` of `kind` ("number": seconds >= 0; "code": an
--- exit status 0-255; "string").
-local function value_of(verb, name, kind, value)
+-- `value` as option `name` of `kind` takes it ("number": seconds >= 0;
+-- "code": an exit status 0-255; "string").
+local function convert(verb, name, kind, value)
     if kind == "number" then
         local n = tonumber(value)
         if not n or n ~= n or n < 0 or n == math.huge then
@@ -29,6 +29,19 @@ local function value_of(verb, name, kind, value)
         return n
     end
     return value
+end
+
+-- The value of option `name`: `value` (joined to it: --x=V, -xV), else
+-- args[i + 1]. Returns it and the index of the last argument used.
+local function value_of(verb, name, kind, value, args, i)
+    if value == nil then
+        i = i + 1
+        value = args[i]
+        if value == nil then
+            usage(verb, "zkcoord: " .. name .. " needs a value")
+        end
+    end
+    return convert(verb, name, kind, value), i
 end
 
 -- spec: option name -> "flag" | "number" | "code" | "string" (long: "--x",
@@ -60,14 +73,7 @@ function _M.parse_opts(verb, args, i, spec)
                 if value then usage(verb, "zkcoord: --" .. name .. " takes no value") end
                 o[key] = true
             else
-                if not value then
-                    i = i + 1
-                    value = args[i]
-                    if value == nil then
-                        usage(verb, "zkcoord: --" .. name .. " needs a value")
-                    end
-                end
-                o[key] = value_of(verb, "--" .. name, kind, value)
+                o[key], i = value_of(verb, "--" .. name, kind, value, args, i)
             end
         elseif a:match("^%-%a") then
             local k = 2
@@ -81,15 +87,8 @@ function _M.parse_opts(verb, args, i, spec)
                     o[ch] = true
                     k = k + 1
                 else
-                    local value = a:sub(k + 1)
-                    if value == "" then
-                        i = i + 1
-                        value = args[i]
-                        if value == nil then
-                            usage(verb, "zkcoord: -" .. ch .. " needs a value")
-                        end
-                    end
-                    o[ch] = value_of(verb, "-" .. ch, kind, value)
+                    local joined = a:sub(k + 1)
+                    o[ch], i = value_of(verb, "-" .. ch, kind, joined ~= "" and joined or nil, args, i)
                     break
                 end
             end
