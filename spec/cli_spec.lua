@@ -760,8 +760,14 @@ describe("zkcoord command #zk", function()
             assert.truthy(job, entries[1].cmd)
             local cmd = entries[1].cmd:gsub(job:gsub("%p", "%%%0"), bindir .. "/job")
             proc.write_file(bindir .. "/job", "#!/bin/sh\necho ran >> " .. marker .. "\n")
-            assert.are.equal(0, (run({ "-c", "chmod +x " .. bindir .. "/job && ln -s "
-                                             .. BIN .. " " .. bindir .. "/zkcoord" },
+            -- zkcoord: a symlink to bin/zkcoord (or a wrapper running it on CLI_LUA)
+            local install = "ln -s " .. BIN .. " " .. bindir .. "/zkcoord"
+            if CLI_LUA then
+                proc.write_file(bindir .. "/zkcoord",
+                                ('#!/bin/sh\nexec %s %s "$@"\n'):format(CLI_LUA, BIN))
+                install = "chmod +x " .. bindir .. "/zkcoord"
+            end
+            assert.are.equal(0, (run({ "-c", "chmod +x " .. bindir .. "/job && " .. install },
                                      nil, { bin = "sh" })))
             local path = cmd:match("zkcoord lock.- (/%S+) %-%-")
             assert.truthy(path, cmd)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -291,15 +292,16 @@ static void guard_loop(void)
 /* guard(): starts the guard, not as our child (a double fork: a subreaper
  * must not have to wait for it) and holding no descriptor of ours (no
  * terminal, pipe or ZooKeeper connection stays open through it). Returns
- * the close-on-exec write end of its pipe: write "<pgid>\n" to arm it,
- * "q\n" to end it. Signals blocked in the caller stay blocked in it, so a
- * terminal's Ctrl-C to our group does not end it. */
+ * our close-on-exec end of a socket pair to it: write "<pgid>\n" to arm it,
+ * "q\n" to end it (a socket, so that writing to a guard someone killed is
+ * EPIPE, not a SIGPIPE that kills us). Signals blocked in the caller stay
+ * blocked in it, so a terminal's Ctrl-C to our group does not end it. */
 static int p_guard(lua_State *L)
 {
-    int fds[2], st;
+    int fds[2], st = 0;
     pid_t mid;
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return fail(L, "pipe2", errno);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+        return fail(L, "socketpair", errno);
     mid = fork();
     if (mid < 0) {
         int e = errno;
@@ -308,8 +310,9 @@ static int p_guard(lua_State *L)
         return fail(L, "fork", e);
     }
     if (mid == 0) {
-        if (fork() != 0)
-            _exit(0);
+        pid_t g = fork();
+        if (g != 0)
+            _exit(g < 0 ? 1 : 0);
         if (dup2(fds[0], 3) < 0)
             _exit(1);
         if (syscall(SYS_close_range, 4U, ~0U, 0) != 0) {
@@ -325,18 +328,27 @@ static int p_guard(lua_State *L)
     close(fds[0]);
     while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
         ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        close(fds[1]);
+        lua_pushnil(L);
+        lua_pushliteral(L, "fork: the guard process did not start");
+        return 2;
+    }
     lua_pushinteger(L, fds[1]);
     return 1;
 }
 
-/* write(fd, s): the whole string; true, or nil, message. */
+/* write(fd, s): the whole string; true, or nil, message. To a socket
+ * without SIGPIPE. */
 static int p_write(lua_State *L)
 {
     int fd = (int)luaL_checkinteger(L, 1);
     size_t len, off = 0;
     const char *s = luaL_checklstring(L, 2, &len);
     while (off < len) {
-        ssize_t r = write(fd, s + off, len - off);
+        ssize_t r = send(fd, s + off, len - off, MSG_NOSIGNAL);
+        if (r < 0 && errno == ENOTSOCK)
+            r = write(fd, s + off, len - off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)

@@ -201,9 +201,9 @@ local function supervise(h, pid, grace)
             if st == "stopped" then
                 -- Ctrl-Z on the terminal CMD has: stop too, as a shell's job
                 -- would, with the terminal back; on `fg`, hand it on again
-                sys.foreground(0, h.tty)
+                sys.foreground(h.tty_fd, h.tty)
                 sys.kill(sys.getpid(), SIG.STOP)
-                sys.foreground(0, pid)
+                sys.foreground(h.tty_fd, pid)
                 sys.kill(-pid, SIG.CONT)
             elseif r == pid then
                 status = st
@@ -262,16 +262,21 @@ local function run_held(g, verb, o, path, cmd)
         return pstatus
     end
     h.guard:arm(pid)
-    -- On a terminal, the command's group takes it over while it runs
+    -- On a terminal (stdin, stdout or stderr, in that order), the
+    -- command's group takes it over while it runs
     -- (reading it, getting its Ctrl-C), as a shell's job would; SIGCONT in
     -- case it read the terminal before it had it (SIGTTIN stopped it).
-    h.tty = sys.foreground(0, pid) or nil
-    if h.tty then
-        sys.kill(-pid, SIG.CONT)
+    for fd = 0, 2 do
+        h.tty = sys.foreground(fd, pid) or nil
+        if h.tty then
+            h.tty_fd = fd
+            sys.kill(-pid, SIG.CONT)
+            break
+        end
     end
     local status = supervise(h, pid, o.grace or 10)
     if h.tty then
-        sys.foreground(0, h.tty)
+        sys.foreground(h.tty_fd, h.tty)
     end
     h.guard:stop()
     release(h)
