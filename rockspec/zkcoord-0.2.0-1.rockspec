@@ -1,6 +1,7 @@
--- The 0.2.0 release: `luarocks install zkcoord-0.2.0-1.rockspec` clones tag
--- v0.2.0 (its version is lua/zkcoord/version.lua's, checked by
--- spec/release_spec.lua).
+-- The 0.2.0 release: `luarocks pack` / `luarocks install` of it clones tag
+-- v0.2.0, which the releaser creates on the commit to release (README,
+-- Install: `git tag -a v0.2.0 ...`); until then it does not pack. Its
+-- version is lua/zkcoord/version.lua's (checked by spec/release_spec.lua).
 rockspec_format = "3.0"
 package = "zkcoord"
 version = "0.2.0-1"
@@ -47,8 +48,8 @@ build = {
       ZKCOORD_WERROR = "OFF",
    },
    install = {
-      -- the zkcoord command (a LuaJIT script): luarocks' wrapper runs it
-      -- with its configured interpreter, which must be luajit
+      -- the zkcoord command (any Lua: 5.1 to 5.4, LuaJIT): luarocks' wrapper
+      -- runs it with the interpreter luarocks is configured with
       bin = { zkcoord = "bin/zkcoord" },
    },
 }

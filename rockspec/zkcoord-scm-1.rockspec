@@ -47,8 +47,8 @@ build = {
       ZKCOORD_WERROR = "OFF",
    },
    install = {
-      -- the zkcoord command (a LuaJIT script): luarocks' wrapper runs it
-      -- with its configured interpreter, which must be luajit
+      -- the zkcoord command (any Lua: 5.1 to 5.4, LuaJIT): luarocks' wrapper
+      -- runs it with the interpreter luarocks is configured with
       bin = { zkcoord = "bin/zkcoord" },
    },
 }
