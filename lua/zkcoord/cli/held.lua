@@ -48,33 +48,10 @@ local LINE_MARKERS = { "downgrade-__READ__", "__READ__", "__WRIT__", "lock-" }
 local EXCLUSIVE = line.driver { marker = "lock-", markers = LINE_MARKERS, rule = rules.first }
 local SHARED = line.driver { marker = "__READ__", markers = LINE_MARKERS,
                              rule = rules.none_below("__WRIT__", "lock-") }
-local LATCH = line.driver { marker = "latch-", rule = rules.first }
 
 
 local function line_position(c, path, shared, data)
     return line.new(c, path, shared and SHARED or EXCLUSIVE, data)
-end
-
-
--- Election: our node is the first latch node, owned by our session.
-local function leader_node(c, path)
-    local q = line.new(c, path, LATCH)
-    local entries, err = q:entries()
-    if not entries then
-        return nil, err
-    end
-    local first = entries[1]
-    if not first then
-        return nil, "nonode"
-    end
-    local st, serr = c:exists(first.path)
-    if not st then
-        return nil, serr or "nonode"
-    end
-    if st.ephemeral_owner ~= c:session_id() then
-        return nil, "lost"
-    end
-    return first.path, st.czxid
 end
 
 
@@ -142,7 +119,7 @@ local function granted(h, verb, o, path)
     if h.lk then
         node, token = h.lk:node(), h.lk:is_through() and h.lk:stat() and h.lk:stat().czxid
     else
-        node, token = leader_node(c, path)
+        node, token = h.e:node(), h.e:token()
     end
     if h.lost or not node or not token then
         c:close()
