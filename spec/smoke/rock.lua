@@ -45,14 +45,15 @@ local function expect_integer(v, what)
 end
 
 -- Every module under lua/zkcoord but the nginx ones (zkcoord.ngx,
--- zkcoord.wait.ngx need an nginx worker). The command line's modules that
--- use the FFI load on LuaJIT only (bin/zkcoord runs on LuaJIT).
+-- zkcoord.wait.ngx need an nginx worker), the command line's too: they
+-- load on every VM (process control is in the core, not LuaJIT's FFI).
 local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compat",
     "zkcoord.util",
     "zkcoord.client", "zkcoord.client.acl", "zkcoord.client.checks", "zkcoord.client.class",
     "zkcoord.client.connect", "zkcoord.client.future", "zkcoord.client.lifecycle",
     "zkcoord.client.nodes", "zkcoord.client.ops", "zkcoord.client.options",
-    "zkcoord.client.pump", "zkcoord.client.requests", "zkcoord.client.session",
+    "zkcoord.client.paths", "zkcoord.client.pump", "zkcoord.client.requests",
+    "zkcoord.client.session",
     "zkcoord.wait.blocking",
     "zkcoord.line", "zkcoord.line.driver", "zkcoord.line.node", "zkcoord.line.rules",
     "zkcoord.queue", "zkcoord.lock", "zkcoord.rwlock", "zkcoord.semaphore", "zkcoord.election",
@@ -63,13 +64,8 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.watch", "zkcoord.barrier", "zkcoord.double_barrier", "zkcoord.work_queue",
     "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
-    "zkcoord.cli.show" }
-if type(jit) == "table" then   -- luacheck: ignore 113
-    for _, m in ipairs({ "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
-                         "zkcoord.cli.sys", "zkcoord.cli.verbs" }) do
-        MODULES[#MODULES + 1] = m
-    end
-end
+    "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
+    "zkcoord.cli.sys", "zkcoord.cli.verbs" }
 
 local zkcoord
 check("loading every module changes no global and not math.random's sequence", function()
