@@ -167,10 +167,6 @@ function _M.new(client, path, opts)
             or o.max_tries >= 1e9 then
         argerror(2, "counter", "delays must be finite non-negative seconds, max_tries below 1e9")
     end
-    -- finite: a wait for one's turn must end
-    if o.timeout >= 1e9 then
-        argerror(2, "counter", "timeout must be below 1e9 seconds")
-    end
     if not (o.turn >= 0 and o.turn <= 10) then
         argerror(2, "counter", "turn must be 0 .. 10 seconds")
     end
