@@ -98,3 +98,49 @@ describe("connect names the mistake #zk", function()
         c:close()
     end)
 end)
+
+describe("a missing or mismatched core says which file, for which Lua, how to build", function()
+    -- Runs `lua` requiring zkcoord with package.cpath = cpath; its output.
+    local function require_with(lua, cpath)
+        local code = ("package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path; "
+                      .. "package.cpath = %q; local ok, err = pcall(require, 'zkcoord'); "
+                      .. "io.write(tostring(ok), ' ', tostring(err))"):format(cpath)
+        local f = assert(io.popen(("%s -e %q 2>&1"):format(lua, code)))
+        local out = f:read("*a")
+        f:close()
+        return out
+    end
+
+    it("no core.so on package.cpath: the paths looked at and the build command", function()
+        local dir = proc.mktemp_dir("zkcoord-nocore")
+        local out = require_with("luajit", dir .. "/?.so")
+        proc.rm_rf(dir)
+        assert.matches("^false zkcoord: the C core %(zkcoord/core.so%) is not built for LuaJIT", out)
+        assert.truthy(out:find("looked for " .. dir .. "/zkcoord/core.so", 1, true), out)
+        assert.truthy(out:find("`bash scripts/build.sh`", 1, true), out)
+        assert.truthy(out:find("luarocks make rockspec/zkcoord-scm-1.rockspec", 1, true), out)
+    end)
+
+    it("a core.so that does not load: that file, this Lua, the loader's reason", function()
+        local dir = proc.mktemp_dir("zkcoord-badcore")
+        proc.mkdir_p(dir .. "/zkcoord")
+        proc.write_file(dir .. "/zkcoord/core.so", "not a shared object")
+        local out = require_with("luajit", dir .. "/?.so")
+        proc.rm_rf(dir)
+        assert.truthy(out:find("zkcoord: the C core " .. dir .. "/zkcoord/core.so was found but "
+                               .. "does not load in LuaJIT", 1, true), out)
+        assert.truthy(out:find("`bash scripts/build.sh`", 1, true), out)
+    end)
+
+    it("LuaJIT's core in Lua 5.4 (the undefined symbol case): names both", function()
+        local rc = os.execute("command -v lua5.4 >/dev/null 2>&1")
+        if rc ~= 0 and rc ~= true then
+            return     -- no Lua 5.4 here
+        end
+        local out = require_with("lua5.4", "lua/?.so")
+        assert.truthy(out:find("the C core lua/zkcoord/core.so was found but does not load in "
+                               .. "Lua 5.4", 1, true), out)
+        assert.truthy(out:find("undefined symbol", 1, true), out)
+        assert.truthy(out:find("`bash scripts/build.sh --lua 5.4`", 1, true), out)
+    end)
+end)
