@@ -334,6 +334,16 @@ function _M.wait_args()
 end
 
 
+-- connect from a request to a port nobody listens on: refused, said by a
+-- cosocket probe in about half a second, not the connect timeout.
+function _M.connect_refused()
+    local t0 = now()
+    local c, err, detail = zkcoord.connect { servers = "127.0.0.1:" .. ngx.var.arg_port,
+                                             connect_timeout = 5, wait = "ngx" }
+    ngx.say(("%s %s %s %.1f"):format(tostring(c), tostring(err), tostring(detail), now() - t0))
+end
+
+
 -- A timer takes a lock and keeps requests in flight until the worker exits.
 function _M.busy_holder()
     local c = assert(zn.client())
@@ -407,6 +417,7 @@ local HTTP = [[
         location = /say_log { content_by_lua_block { require("app").say_log() } }
         location = /busy_holder { content_by_lua_block { require("app").busy_holder() } }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
+        location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
     }
 ]]
 
@@ -997,6 +1008,17 @@ describe("ngx #zk #ngx", function()
             assert.truthy(r.body:find("^ok "), recipe .. ": " .. tostring(r.body))
         end
         c:close()
+    end)
+
+    it("connect in nginx: servers that all refuse fail within a second, naming them", function()
+        local port = assert(proc.free_port())
+        local status, body = A:get("/connect_refused?port=" .. port, 10)
+        assert.are.equal(200, status, tostring(body))
+        local c, err, detail, took = body:match("^(%S+) (%S+) (.-) ([%d.]+)\n$")
+        assert.are.equal("nil", c, body)
+        assert.are.equal("connectionloss", err, body)
+        assert.are.equal("connection refused by 127.0.0.1:" .. port, detail)
+        assert.is_true(tonumber(took) < 1.5, body)
     end)
 
     it("the ngx waiter's sleep and event:wait raise on a bad timeout; math.huge is no limit",

@@ -12,7 +12,8 @@ local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
 
-local setmetatable, ipairs, error, tostring = setmetatable, ipairs, error, tostring
+local setmetatable, ipairs, error, tostring, tonumber =
+    setmetatable, ipairs, error, tostring, tonumber
 local now, min, concat = core.now, math.min, table.concat
 
 
@@ -61,18 +62,40 @@ end
 
 -- When every server refuses, connect fails after about PROBE_AFTER
 -- seconds instead of the whole connect timeout: libzookeeper only retries
--- them in turn and tells nothing. A plain TCP connect to each server
--- (core.probe, at most PROBE_TIMEOUT each) tells a refusal from a slow
--- server. Only with the blocking waiter: the probe blocks the thread.
+-- them in turn and tells nothing. A plain TCP connect to each server, at
+-- most PROBE_TIMEOUT each, tells a refusal from a slow server: core.probe
+-- with the blocking waiter, a cosocket in nginx (which must not block the
+-- worker; there a name needs nginx's `resolver`, else it is not probed).
 local PROBE_AFTER, PROBE_TIMEOUT = 0.5, 0.25
 
 
--- "a:1, b:2" when every endpoint refuses a TCP connection, else nil.
-local function all_refused(endpoints)
+local PROBES = {
+    blocking = function(e)
+        local ok, why = core.probe(e.host, e.port, PROBE_TIMEOUT)
+        return not ok and why == "refused"
+    end,
+    ngx = function(e)
+        local sock = ngx.socket.tcp()
+        sock:settimeout(PROBE_TIMEOUT * 1000)
+        local ok, err = sock:connect(e.host, tonumber(e.port))
+        if ok then
+            sock:close()
+        end
+        return not ok and err == "connection refused"
+    end,
+}
+
+
+-- "a:1, b:2" when every endpoint refuses a TCP connection, else nil
+-- (also for a waiter that has no probe).
+local function all_refused(waiter, endpoints)
+    local probe = PROBES[waiter.name]
+    if not probe then
+        return nil
+    end
     local names = {}
     for i, e in ipairs(endpoints) do
-        local ok, why = core.probe(e.host, e.port, PROBE_TIMEOUT)
-        if ok or why ~= "refused" then
+        if not probe(e) then
             return nil
         end
         names[i] = e.name
@@ -104,9 +127,8 @@ end
 local function await_connected(self, o, endpoints)
     local deadline = now() + o.connect_timeout
     local connected = self:wait_state(is_connected, min(PROBE_AFTER, o.connect_timeout))
-    if not connected and self._state == "connecting" and self._waiter.name == "blocking"
-            and deadline - now() > 0 then
-        local refused = all_refused(endpoints)
+    if not connected and self._state == "connecting" and deadline - now() > 0 then
+        local refused = all_refused(self._waiter, endpoints)
         if refused then
             self:close()
             return nil, "connectionloss", "connection refused by " .. refused
