@@ -29,6 +29,15 @@ local function raises_here(msg, fn, ...)
                    "blames " .. tostring(where) .. ", not the caller")
 end
 
+-- connect with `opts` over working ones raises exactly "bad argument #1 to
+-- 'connect' (<msg>)", blaming this file.
+local function bad_connect(msg, opts)
+    local o = { servers = zk.hosts(), connect_timeout = 2 }
+    for k, v in pairs(opts) do o[k] = v end
+    raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
+                function() local _ = zkcoord.connect(o) end)
+end
+
 local NAN, HUGE = 0 / 0, math.huge
 
 describe("argument checks #zk", function()
@@ -312,12 +321,7 @@ describe("argument checks #zk", function()
     end)
 
     describe("K6: connect options are checked by content", function()
-        local function bad(msg, opts)
-            local o = { servers = zk.hosts(), connect_timeout = 2 }
-            for k, v in pairs(opts) do o[k] = v end
-            raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
-                        function() local _ = zkcoord.connect(o) end)
-        end
+        local bad = bad_connect
 
         it("auth entries", function()
             local entry = "must be a table with a non-empty string scheme and a string credentials"
@@ -562,12 +566,7 @@ describe("argument checks #zk", function()
     end)
 
     describe("connect: the servers, chroot and durations (issues 21.5, 24.6)", function()
-        local function bad(msg, opts)
-            local o = { servers = zk.hosts(), connect_timeout = 2 }
-            for k, v in pairs(opts) do o[k] = v end
-            raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
-                        function() local _ = zkcoord.connect(o) end)
-        end
+        local bad = bad_connect
 
         it("a NUL or control character in servers raises (it connected to what preceded it)",
            function()
