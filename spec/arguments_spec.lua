@@ -613,6 +613,13 @@ describe("argument checks #zk", function()
                 bad(k .. " must be at most 600 seconds (math.huge is no limit only for timeouts)",
                     { [k] = HUGE })
             end
+            -- a recipe's delays follow the same rule
+            for _, k in ipairs({ "base_delay", "max_delay" }) do
+                raises_here("bad argument #2 to 'counter' (" .. k .. " = 5000 is over 600: seconds, "
+                            .. "not milliseconds)", function() c:counter("/n", { [k] = 5000 }) end)
+                raises_here("bad argument #2 to 'counter' (" .. k .. " must be a number of seconds "
+                            .. ">= 0)", function() c:counter("/n", { [k] = NAN }) end)
+            end
             -- 600 is fine; math.huge is no limit for the connect and request timeouts
             local c3 = zk.client { chroot = root, request_timeout = HUGE, connect_timeout = HUGE,
                                    lost_after = 600 }
