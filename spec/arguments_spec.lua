@@ -29,6 +29,15 @@ local function raises_here(msg, fn, ...)
                    "blames " .. tostring(where) .. ", not the caller")
 end
 
+-- connect with `opts` over working ones raises exactly "bad argument #1 to
+-- 'connect' (<msg>)", blaming this file.
+local function bad_connect(msg, opts)
+    local o = { servers = zk.hosts(), connect_timeout = 2 }
+    for k, v in pairs(opts) do o[k] = v end
+    raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
+                function() local _ = zkcoord.connect(o) end)
+end
+
 local NAN, HUGE = 0 / 0, math.huge
 
 describe("argument checks #zk", function()
@@ -312,12 +321,7 @@ describe("argument checks #zk", function()
     end)
 
     describe("K6: connect options are checked by content", function()
-        local function bad(msg, opts)
-            local o = { servers = zk.hosts(), connect_timeout = 2 }
-            for k, v in pairs(opts) do o[k] = v end
-            raises_here("bad argument #1 to 'connect' (" .. msg .. ")",
-                        function() local _ = zkcoord.connect(o) end)
-        end
+        local bad = bad_connect
 
         it("auth entries", function()
             local entry = "must be a table with a non-empty string scheme and a string credentials"
@@ -347,10 +351,14 @@ describe("argument checks #zk", function()
                 bad(tries, { retry = { max_tries = v } })
             end
             for _, k in ipairs({ "base_delay", "max_delay" }) do
-                for _, v in ipairs({ "x", -1, NAN, HUGE, -HUGE, true }) do
-                    bad("retry." .. k .. " must be a finite number of seconds >= 0",
+                for _, v in ipairs({ "x", -1, NAN, -HUGE, true }) do
+                    bad("retry." .. k .. " must be a number of seconds >= 0",
                         { retry = { [k] = v } })
                 end
+                bad("retry." .. k .. " must be at most 600 seconds (math.huge is no limit only "
+                    .. "for timeouts)", { retry = { [k] = HUGE } })
+                bad("retry." .. k .. " = 1000 is over 600: seconds, not milliseconds",
+                    { retry = { [k] = 1000 } })
             end
             bad("unknown retry option 'tries' (max_tries, base_delay, max_delay)",
                 { retry = { tries = 3 } })
@@ -384,10 +392,12 @@ describe("argument checks #zk", function()
             for _, v in ipairs({ 0, -1, 1.5, NAN, HUGE }) do
                 bad("max_packet_size must be a positive integer (bytes)", { max_packet_size = v })
             end
-            for _, v in ipairs({ -2, -0.5, NAN, 1e10, HUGE }) do
-                bad("resolve_interval must be -1 or a number of seconds from 0 to 2147483",
-                    { resolve_interval = v })
+            for _, v in ipairs({ -2, -0.5, NAN }) do
+                bad("resolve_interval must be -1 (only on connection loss) or a number of "
+                    .. "seconds >= 0", { resolve_interval = v })
             end
+            bad("resolve_interval = 10000000000 is over 600: seconds, not milliseconds",
+                { resolve_interval = 1e10 })
             assert.equal("connected", zk.client { chroot = root, zk_log_level = 0,
                                                   resolve_interval = -1 }:state())
         end)
@@ -446,6 +456,178 @@ describe("argument checks #zk", function()
             assert.equal("/m/a", r[2].path)
         end)
     end)
+    describe("one rule for every wait's timeout (issue 21.5)", function()
+        -- Every call of the API that waits, each with the position and
+        -- function name its timeout is checked under; NaN waited for ever
+        -- in the waiter (sleep, event:wait), a negative number or a
+        -- numeric string returned false there at once.
+        local function waits()
+            local w = c:waiter()
+            local line = { marker = "m-", rule = queue.rule_first }
+            return {
+                { "sleep", 1, function(t) return w:sleep(t) end },
+                { "wait", 1, function(t) return w:event():wait(t) end },
+                { "wait", 1, function(t) return c:send("exists", "/"):wait(t) end },
+                { "dispatch", 1, function(t) return c:dispatch(t) end },
+                { "wait_connected", 1, function(t) return c:wait_connected(t) end },
+                { "run", 1, function(t) return c:run(t) end },
+                { "acquire", 1, function(t) return c:lock("/l"):acquire(t) end },
+                { "acquire", 1, function(t) return c:rwlock("/rw"):read_lock():acquire(t) end },
+                { "acquire", 1, function(t) return c:rwlock("/rww"):write_lock():acquire(t) end },
+                { "acquire", 1, function(t) return c:semaphore("/s", 2):acquire(t) end },
+                { "acquire", 1, function(t) return c:multi_lock({ "/m1", "/m2" }):acquire(t) end },
+                { "campaign", 1, function(t) return c:election("/e"):campaign(t) end },
+                { "wait", 1, function(t) return c:barrier("/b"):wait(t) end },
+                { "enter", 1, function(t) return c:double_barrier("/db", 1):enter(t) end },
+                { "leave", 1, function(t) return c:double_barrier("/db2", 1):leave(t) end },
+                { "join", 1, function(t) return c:group("/g", "me"):join(t) end },
+                { "take", 1, function(t) return c:work_queue("/wq"):take(t) end },
+                { "put", 2, function(t) return c:work_queue("/wq"):put("x", { timeout = t }) end },
+                { "enter", 1, function(t) return queue.new(c, "/q", line):enter(t) end },
+                { "wait", 1, function(t) return c:persistent_node("/pn"):wait(t) end },
+                { "cache", 2, function(t) return c:cache("/", { timeout = t }) end },
+                { "watch", 3, function(t) return c:watch("/", function() end, { timeout = t }) end },
+                { "counter", 2, function(t) return c:counter("/ctr", { timeout = t }) end },
+            }
+        end
+
+        it("NaN, negative numbers and non-numbers raise, in the same words everywhere", function()
+            for _, wait in ipairs(waits()) do
+                local name, n, call = wait[1], wait[2], wait[3]
+                -- sleep has no "no timeout": nil raises there too
+                local msg = ("bad argument #%d to '%s' (timeout must be %sa number >= 0)")
+                    :format(n, name, name == "sleep" and "" or "nil or ")
+                for _, bad in ipairs({ -1, -1e-9, -HUGE, "1", "0", NAN, {}, true, print,
+                                       ffi.new("int64_t", 1), ffi.cast("void *", nil) }) do
+                    raises_here(msg, function() local _ = call(bad) end)
+                end
+                if name == "sleep" then
+                    raises_here(msg, function() local _ = call(nil) end)
+                end
+            end
+            -- nothing was made by a refused call (a persistent node is made by
+            -- its constructor, before its wait)
+            zk.admin():sync(root)
+            assert.same({ "pn" }, zk.admin():children(root))
+        end)
+
+        it("math.huge is no limit: each wait ends when what it waits for happens", function()
+            local got = {}
+            for i, wait in ipairs(waits()) do
+                local name, call = wait[1], wait[3]
+                -- these wait for something nobody does here: for ever
+                if name ~= "sleep" and name ~= "dispatch" and name ~= "take" and i ~= 2 then
+                    local ok, r = pcall(call, HUGE)
+                    assert.is_true(ok, name .. ": " .. tostring(r))
+                    got[i] = r
+                end
+            end
+            assert.truthy(got[7], "lock:acquire(math.huge)")
+            assert.is_true(c:work_queue("/wq"):take(HUGE) ~= nil)
+            -- an event set later by a watch: the wait returns true when it is set
+            local other = zk.client { chroot = root }
+            local ev = c:waiter():event()
+            assert(c:create("/x", "0"))
+            c:get("/x", function() ev:set() end)
+            local t0 = zkcoord.now()
+            c:spawn(function() c:waiter():sleep(0.2); other:set("/x", "1") end)
+            c:spawn(function() got.ev = ev:wait(HUGE) end)
+            assert.is_true(c:run(10))
+            assert.is_true(got.ev)
+            assert.is_true(zkcoord.now() - t0 >= 0.15)
+        end)
+    end)
+
+    describe("create flags are booleans (issue 21.5)", function()
+        it("client:create and a multi's create refuse a flag that is not a boolean", function()
+            for _, flag in ipairs({ "ephemeral", "sequential", "container" }) do
+                for _, v in ipairs({ "yes", "no", 1, 0, {}, ffi.cast("void *", nil) }) do
+                    raises_here(("bad argument #3 to 'create' (%s must be a boolean, got %s)")
+                                :format(flag, type(v)),
+                                function() c:create("/f", "", { [flag] = v }) end)
+                    raises_here(("bad argument #1 to 'multi' (%s must be a boolean, got %s)")
+                                :format(flag, type(v)),
+                                function() c:multi { { op = "create", path = "/f", [flag] = v } } end)
+                end
+            end
+            for _, v in ipairs({ "yes", 1, {} }) do
+                raises_here("bad argument #3 to 'create' (parents must be a boolean, 'container' or "
+                            .. "'persistent')",
+                            function() c:create("/p/f", "", { parents = v }) end)
+            end
+            assert.is_false(c:exists("/f"))
+            assert.is_false(c:exists("/p"))
+            -- booleans, nil and the parents words still work
+            assert.equal("/f", (c:create("/f", "", { ephemeral = false, sequential = false })))
+            assert.equal("/e", (c:create("/e", "", { ephemeral = true })))
+            assert.equal("/p/f", (c:create("/p/f", "", { parents = "persistent" })))
+            assert.equal("/q/f", (c:create("/q/f", "", { parents = true })))
+        end)
+    end)
+
+    describe("connect: the servers, chroot and durations (issues 21.5, 24.6)", function()
+        local bad = bad_connect
+
+        it("a NUL or control character in servers raises (it connected to what preceded it)",
+           function()
+            local nul = "servers must not contain NUL or control characters"
+            bad(nul, { servers = zk.hosts() .. "\0junk" })
+            bad(nul, { servers = zk.hosts() .. "\n" })
+            bad("servers[2] must not contain NUL or control characters",
+                { servers = { zk.hosts(), "127.0.0.1:1\0" } })
+            raises_here("bad argument #1 to 'connect' (" .. nul .. ")",
+                        function() local _ = zkcoord.connect(zk.hosts() .. "\0") end)
+            bad("servers must be host:port or host (port 2181), got '127.0.0.1:x'",
+                { servers = "127.0.0.1:x" })
+            bad("chroot given twice: in servers ('/a') and as option chroot",
+                { servers = zk.hosts() .. "/a", chroot = "/b" })
+        end)
+
+        it("a server without a port gets 2181 (kazoo's default); host:port/chroot works",
+           function()
+            local options = require "zkcoord.client.options"
+            local c1 = options.check { servers = "a,b:1,[::1],c:2" }
+            assert.equal("a:2181,b:1,[::1]:2181,c:2", c1.hosts)
+            assert.same({ host = "::1", port = "2181", name = "[::1]:2181" }, c1.endpoints[3])
+            assert.equal("a:2181,b:2181", options.check { servers = { "a", "b" } }.hosts)
+            -- the chroot in the servers string, as kazoo and libzookeeper take it
+            local c2 = assert(zkcoord.connect(zk.hosts() .. root))
+            assert(c2:create("/in", "x"))
+            assert.equal("x", (zk.admin():get(root .. "/in")))
+            c2:close()
+        end)
+
+        it("a duration above 600 s is milliseconds by mistake: raises", function()
+            for _, k in ipairs({ "session_timeout", "connect_timeout", "request_timeout",
+                                 "lost_after", "resolve_interval" }) do
+                bad(k .. " = 10000 is over 600: seconds, not milliseconds", { [k] = 10000 })
+                bad(k .. " = 600.5 is over 600: seconds, not milliseconds", { [k] = 600.5 })
+            end
+            for _, k in ipairs({ "session_timeout", "connect_timeout", "request_timeout",
+                                 "lost_after" }) do
+                for _, v in ipairs({ 0, -1, NAN, -HUGE }) do
+                    bad(k .. " must be a positive number of seconds", { [k] = v })
+                end
+            end
+            for _, k in ipairs({ "session_timeout", "lost_after" }) do
+                bad(k .. " must be at most 600 seconds (math.huge is no limit only for timeouts)",
+                    { [k] = HUGE })
+            end
+            -- a recipe's delays follow the same rule
+            for _, k in ipairs({ "base_delay", "max_delay" }) do
+                raises_here("bad argument #2 to 'counter' (" .. k .. " = 5000 is over 600: seconds, "
+                            .. "not milliseconds)", function() c:counter("/n", { [k] = 5000 }) end)
+                raises_here("bad argument #2 to 'counter' (" .. k .. " must be a number of seconds "
+                            .. ">= 0)", function() c:counter("/n", { [k] = NAN }) end)
+            end
+            -- 600 is fine; math.huge is no limit for the connect and request timeouts
+            local c3 = zk.client { chroot = root, request_timeout = HUGE, connect_timeout = HUGE,
+                                   lost_after = 600 }
+            assert.equal(HUGE, c3:request_timeout())
+            assert.is_false(c3:exists("/nothing"))
+        end)
+    end)
+
     describe("the caller is blamed, at any depth inside zkcoord", function()
         it("for sync calls, send, recipe constructors and a NULL cdata", function()
             local ffi_null = ffi.cast("void *", nil)

@@ -313,6 +313,37 @@ function _M.timed()
 end
 
 
+-- The ngx waiter's sleep and event:wait with bad timeouts (each raises, in
+-- the library's one wording), then an event:wait(math.huge) that a timer
+-- ends 0.1 s later (issue 21.5).
+function _M.wait_args()
+    local w = assert(zn.client()):waiter()
+    local out = {}
+    for _, v in ipairs({ -1, "1", -math.huge, 0 / 0 }) do
+        local ok, err = pcall(w.sleep, w, v)
+        out[#out + 1] = tostring(ok) .. " " .. tostring(err):gsub("^.-:%d+: ", "")
+        ok, err = pcall(function() return w:event():wait(v) end)
+        out[#out + 1] = tostring(ok) .. " " .. tostring(err):gsub("^.-:%d+: ", "")
+    end
+    local ev = w:event()
+    ngx.timer.at(0.1, function() ev:set() end)
+    local t0 = now()
+    local set = ev:wait(math.huge)
+    out[#out + 1] = ("huge %s %.1f"):format(tostring(set), now() - t0)
+    ngx.say(table.concat(out, "\n"))
+end
+
+
+-- connect from a request to a port nobody listens on: refused, said by a
+-- cosocket probe in about half a second, not the connect timeout.
+function _M.connect_refused()
+    local t0 = now()
+    local c, err, detail = zkcoord.connect { servers = "127.0.0.1:" .. ngx.var.arg_port,
+                                             connect_timeout = 5, wait = "ngx" }
+    ngx.say(("%s %s %s %.1f"):format(tostring(c), tostring(err), tostring(detail), now() - t0))
+end
+
+
 -- A timer takes a lock and keeps requests in flight until the worker exits.
 function _M.busy_holder()
     local c = assert(zn.client())
@@ -385,6 +416,8 @@ local HTTP = [[
         location = /timed { content_by_lua_block { require("app").timed() } }
         location = /say_log { content_by_lua_block { require("app").say_log() } }
         location = /busy_holder { content_by_lua_block { require("app").busy_holder() } }
+        location = /wait_args { content_by_lua_block { require("app").wait_args() } }
+        location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
     }
 ]]
 
@@ -975,6 +1008,32 @@ describe("ngx #zk #ngx", function()
             assert.truthy(r.body:find("^ok "), recipe .. ": " .. tostring(r.body))
         end
         c:close()
+    end)
+
+    it("connect in nginx: servers that all refuse fail within a second, naming them", function()
+        local port = assert(proc.free_port())
+        local status, body = A:get("/connect_refused?port=" .. port, 10)
+        assert.are.equal(200, status, tostring(body))
+        local c, err, detail, took = body:match("^(%S+) (%S+) (.-) ([%d.]+)\n$")
+        assert.are.equal("nil", c, body)
+        assert.are.equal("connectionloss", err, body)
+        assert.are.equal("connection refused by 127.0.0.1:" .. port, detail)
+        assert.is_true(tonumber(took) < 1.5, body)
+    end)
+
+    it("the ngx waiter's sleep and event:wait raise on a bad timeout; math.huge is no limit",
+       function()
+        local status, body = A:get("/wait_args", 10)
+        assert.are.equal(200, status, tostring(body))
+        local sleep_msg = "false bad argument #1 to 'sleep' (timeout must be a number >= 0)"
+        local wait_msg = "false bad argument #1 to 'wait' (timeout must be nil or a number >= 0)"
+        local want = {}
+        for _ = 1, 4 do
+            want[#want + 1] = sleep_msg
+            want[#want + 1] = wait_msg
+        end
+        want[#want + 1] = "huge true 0.1"
+        assert.are.equal(table.concat(want, "\n") .. "\n", body)
     end)
 
     it("a waiting request whose client aborts (lua_check_client_abort on) leaves the line at once", function()

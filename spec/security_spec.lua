@@ -270,8 +270,10 @@ describe("security #zk", function()
         end)
 
         it("a missing chroot creates nothing outside", function()
-            local c = zk.client { chroot = root .. "/missing" }
-            assert.same({ nil, "nonode" }, { c:create("/y", "y") })
+            -- connect refuses it (connect_spec); nothing is made either way
+            local c, err = zkcoord.connect { servers = zk.hosts(), chroot = root .. "/missing" }
+            assert.is_nil(c)
+            assert.equal("nonode", err)
             assert.is_false(zk.admin():exists(root .. "/y"))
             assert.is_false(zk.admin():exists(root .. "/missing"))
         end)

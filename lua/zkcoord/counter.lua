@@ -162,14 +162,12 @@ function _M.new(client, path, opts)
     if o.max_tries < 1 or o.max_tries % 1 ~= 0 then
         argerror(2, "counter", "max_tries must be an integer >= 1")
     end
-    -- finite: a backoff of math.huge would sleep forever after one lost race
-    if not (o.base_delay >= 0 and o.max_delay >= 0 and o.base_delay < 1e9 and o.max_delay < 1e9)
-            or o.max_tries >= 1e9 then
-        argerror(2, "counter", "delays must be finite non-negative seconds, max_tries below 1e9")
-    end
-    -- finite: a wait for one's turn must end
-    if o.timeout >= 1e9 then
-        argerror(2, "counter", "timeout must be below 1e9 seconds")
+    -- finite: a backoff of math.huge would sleep forever after one lost race;
+    -- above 600 s, milliseconds by mistake (the connect options' rule)
+    util.check_seconds(o.base_delay, "base_delay", "counter", 2, true)
+    util.check_seconds(o.max_delay, "max_delay", "counter", 2, true)
+    if o.max_tries >= 1e9 then
+        argerror(2, "counter", "max_tries must be below 1e9")
     end
     if not (o.turn >= 0 and o.turn <= 10) then
         argerror(2, "counter", "turn must be 0 .. 10 seconds")

@@ -6,7 +6,57 @@
 -- The client (zkcoord.client) wraps the C core (zkcoord.core); recipes
 -- (lock, rwlock, counter, watch, ...) are Lua modules on the client's
 -- public API, reachable as client:lock(path), client:counter(path) ...
-local core = require "zkcoord.core"
+-- The Lua running us, as a build would need to know it.
+local function this_lua()
+    local jit = rawget(_G, "jit")
+    if type(jit) == "table" and jit.version then
+        return jit.version .. " (the Lua 5.1 API)"
+    end
+    return _VERSION
+end
+
+
+-- The build command for this Lua (scripts/build.sh's flags).
+local function build_hint()
+    local v = _VERSION:match("^Lua (5%.%d)$")
+    if rawget(_G, "jit") or v == nil then
+        return ("build it for %s: `bash scripts/build.sh` in the source tree (it writes "
+                .. "lua/zkcoord/core.so), or `luarocks make rockspec/zkcoord-scm-1.rockspec`")
+               :format(this_lua())
+    end
+    return ("build it for %s: `bash scripts/build.sh --lua %s` in the source tree (it writes "
+            .. "build-lua%s/lib/zkcoord/core.so: put build-lua%s/lib/?.so on package.cpath), "
+            .. "or `luarocks --lua-version %s make rockspec/zkcoord-scm-1.rockspec`")
+           :format(this_lua(), v, v, v, v)
+end
+
+
+-- The C core, or an error that says which file was looked for or found,
+-- for which Lua, and how to build it: Lua's own message is a bare list of
+-- paths, or "undefined symbol: lua_newuserdatauv" for a core built for
+-- another Lua.
+local function load_core()
+    local ok, core = pcall(require, "zkcoord.core")
+    if ok then
+        return core
+    end
+    local tried = {}
+    for template in package.cpath:gmatch("[^;]+") do
+        local file = template:gsub("%?", "zkcoord/core")
+        local f = io.open(file, "rb")
+        if f then
+            f:close()
+            error(("zkcoord: the C core %s was found but does not load in %s: %s. It was "
+                   .. "probably built for another Lua, or is broken; %s"):format(
+                  file, this_lua(), tostring(core), build_hint()), 0)
+        end
+        tried[#tried + 1] = file
+    end
+    error(("zkcoord: the C core (zkcoord/core.so) is not built for %s: looked for %s; %s")
+          :format(this_lua(), table.concat(tried, ", "), build_hint()), 0)
+end
+
+local core = load_core()
 local client = require "zkcoord.client"
 
 local _M = {

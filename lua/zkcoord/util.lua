@@ -160,12 +160,49 @@ end
 
 
 --- Checks a timeout (argument #n of `fname`, or an option of it): nil or a
---- number of seconds >= 0 (not NaN). Returns it.
-function _M.check_timeout(t, fname, n)
-    if t ~= nil and (type(t) ~= "number" or not (t >= 0)) then  -- luacheck: ignore 581 (NaN)
-        argerror(n, fname, "timeout must be nil or a number >= 0")
+--- number of seconds >= 0; math.huge is no limit. NaN, a negative number,
+--- a numeric string or a cdata raise (NaN would wait for ever, a negative
+--- number return at once: both hide a bug). With `required`, nil raises
+--- too (a sleep has no "no timeout"). Every wait of the library checks
+--- its timeout here, so all raise in the same words. Returns it.
+function _M.check_timeout(t, fname, n, required)
+    local kind = type(t)     -- not `t == nil`: a NULL cdata equals nil
+    if kind == "number" then
+        if t >= 0 then
+            return t
+        end
+    elseif kind == "nil" and not required then
+        return t
     end
-    return t
+    argerror(n or 1, fname, required and "timeout must be a number >= 0"
+                            or "timeout must be nil or a number >= 0")
+end
+
+
+--- The largest finite duration option in seconds: a larger one is almost
+--- surely milliseconds (Curator's unit), which the server would silently
+--- cap (a session timeout) or which would stall for hours.
+_M.MAX_SECONDS = 600
+local MAX_SECONDS = _M.MAX_SECONDS
+
+
+--- Checks a duration option in seconds (argument #n of `fname`, `name` in
+--- the message): a number > 0 (>= 0 with `zero_ok`) and at most
+--- MAX_SECONDS; math.huge (no limit) too with `unbounded`. Returns it.
+function _M.check_seconds(v, name, fname, n, zero_ok, unbounded)
+    if type(v) ~= "number" or not (v > 0 or (zero_ok and v == 0)) then  -- luacheck: ignore 581
+        argerror(n, fname, name .. (zero_ok and " must be a number of seconds >= 0"
+                                    or " must be a positive number of seconds"))
+    end
+    if v > MAX_SECONDS and not (unbounded and v == math.huge) then
+        if v == math.huge then
+            argerror(n, fname, ("%s must be at most %d seconds (math.huge is no limit "
+                                .. "only for timeouts)"):format(name, MAX_SECONDS))
+        end
+        argerror(n, fname, ("%s = %.17g is over %d: seconds, not milliseconds")
+                           :format(name, v, MAX_SECONDS))
+    end
+    return v
 end
 
 

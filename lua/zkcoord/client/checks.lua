@@ -101,6 +101,26 @@ function _M.check_fn(fn, fname, n)
 end
 
 
+--- The boolean flags of a create (client:create's opts, a multi's create
+--- op): true, false or nil, nothing else ("yes" would pass for true).
+_M.CREATE_FLAGS = { "ephemeral", "sequential", "container" }
+
+
+--- Raises unless each field of `opts` named in the array `flags` is a
+--- boolean or nil (argument #n of `fname`): a flag's value is never read
+--- as truthy, so { ephemeral = "no" } is refused, not made ephemeral.
+function _M.check_flags(opts, flags, fname, n)
+    for i = 1, #flags do
+        local k = flags[i]
+        local kind = type(opts[k])     -- a NULL cdata is not nil here either
+        if kind ~= "nil" and kind ~= "boolean" then
+            argerror(n, fname, k .. " must be a boolean, got " .. kind, 2)
+        end
+    end
+    return opts
+end
+
+
 --- The length of `t` as an array, counted up to its largest integer key
 --- (not `#` or ipairs, which stop at or skip a hole): nil, why when a key
 --- is not a positive integer or an index below the largest is missing.

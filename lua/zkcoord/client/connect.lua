@@ -12,7 +12,9 @@ local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
 
-local setmetatable, ipairs, error = setmetatable, ipairs, error
+local setmetatable, ipairs, error, tostring, tonumber =
+    setmetatable, ipairs, error, tostring, tonumber
+local now, min, concat = core.now, math.min, table.concat
 
 
 local function default_logger(level, msg)
@@ -58,11 +60,84 @@ local function new_client(c, q)
 end
 
 
+-- When every server refuses, connect fails after about PROBE_AFTER
+-- seconds instead of the whole connect timeout: libzookeeper only retries
+-- them in turn and tells nothing. A plain TCP connect to each server, at
+-- most PROBE_TIMEOUT each, tells a refusal from a slow server: core.probe
+-- with the blocking waiter, a cosocket in nginx (which must not block the
+-- worker; there a name needs nginx's `resolver`, else it is not probed).
+local PROBE_AFTER, PROBE_TIMEOUT = 0.5, 0.25
+
+
+local PROBES = {
+    blocking = function(e)
+        local ok, why = core.probe(e.host, e.port, PROBE_TIMEOUT)
+        return not ok and why == "refused"
+    end,
+    ngx = function(e)
+        local sock = ngx.socket.tcp()
+        sock:settimeout(PROBE_TIMEOUT * 1000)
+        local ok, err = sock:connect(e.host, tonumber(e.port))
+        if ok then
+            sock:close()
+        end
+        return not ok and err == "connection refused"
+    end,
+}
+
+
+-- "a:1, b:2" when every endpoint refuses a TCP connection, else nil
+-- (also for a waiter that has no probe).
+local function all_refused(waiter, endpoints)
+    local probe = PROBES[waiter.name]
+    if not probe then
+        return nil
+    end
+    local names = {}
+    for i, e in ipairs(endpoints) do
+        if not probe(e) then
+            return nil
+        end
+        names[i] = e.name
+    end
+    return concat(names, ", ")
+end
+
+
+-- Why core.open failed, naming the server: libzookeeper's errno alone
+-- says "No such file or directory" for a name that does not resolve.
+local function open_failure(endpoints, err, detail)
+    for _, e in ipairs(endpoints) do
+        local ok, why, text = core.probe(e.host, e.port, 0)
+        if not ok and why == "unresolved" then
+            return nil, err, ("cannot resolve host '%s' (%s)"):format(e.host, text)
+        end
+    end
+    return nil, err, detail
+end
+
+
+local function is_connected(st)
+    return st == "connected"
+end
+
+
 -- Waits for the first connection, then for the credentials: the first
 -- create must already carry them (creator_all ACLs).
-local function await_connected(self, o)
-    local connected = self:wait_state(function(st) return st == "connected" end,
-                                      o.connect_timeout)
+local function await_connected(self, o, endpoints)
+    local deadline = now() + o.connect_timeout
+    local connected = self:wait_state(is_connected, min(PROBE_AFTER, o.connect_timeout))
+    if not connected and self._state == "connecting" and deadline - now() > 0 then
+        local refused = all_refused(self._waiter, endpoints)
+        if refused then
+            self:close()
+            return nil, "connectionloss", "connection refused by " .. refused
+        end
+    end
+    if not connected then
+        local left = deadline - now()
+        connected = left > 0 and self:wait_state(is_connected, left)
+    end
     if not connected then
         local state = self._state
         self:close()
@@ -81,6 +156,29 @@ local function await_connected(self, o)
     end
     self._auth_futures = nil
     return true
+end
+
+
+-- A chroot is a prefix libzookeeper adds to every path: a missing one
+-- still connects and every call then fails with "nonode". exists("/")
+-- asks the server about the chroot itself. Not created here: which
+-- parents and ACLs it should have is the application's choice (Curator
+-- creates its namespace lazily; kazoo does not create it).
+local function check_chroot(self, chroot)
+    if chroot == "" then
+        return true
+    end
+    local stat, err, detail = self:exists("/")
+    if stat then
+        return true
+    end
+    self:close()
+    if stat == false then
+        return nil, "nonode", ("chroot %s does not exist: create it first (a client without "
+                               .. "chroot: client:create(%q, nil, { parents = true }))")
+                              :format(chroot, chroot)
+    end
+    return nil, err, "checking that chroot " .. chroot .. " exists: " .. tostring(detail or err)
 end
 
 
@@ -118,9 +216,13 @@ function _M.connect(opts)
     local self = new_client(c, q)
     local ok, err, detail = self:_open_session(o.session_id, o.session_password)
     if not ok then
+        return open_failure(c.endpoints, err, detail)
+    end
+    ok, err, detail = await_connected(self, o, c.endpoints)
+    if not ok then
         return nil, err, detail
     end
-    ok, err, detail = await_connected(self, o)
+    ok, err, detail = check_chroot(self, c.chroot)
     if not ok then
         return nil, err, detail
     end

@@ -20,6 +20,7 @@ local argerror = require("zkcoord.util").argerror
 local check_self, check_path = checks.check_self, checks.check_path
 local check_version, check_fn, array_length = checks.check_version, checks.check_fn,
                                               checks.array_length
+local check_flags, CREATE_FLAGS = checks.check_flags, checks.CREATE_FLAGS
 local entry_err, failed_future, composite_future, pack =
     future.entry_err, future.failed, future.composite, future.pack
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
@@ -109,6 +110,12 @@ function send.create(self, path, data, opts)
         if not CREATE_KEYS[k] then
             argerror(3, "create", "unknown option '" .. tostring(k) .. "'")
         end
+    end
+    check_flags(opts, CREATE_FLAGS, "create", 3)
+    local parents = opts.parents
+    if parents ~= nil and type(parents) ~= "boolean" and parents ~= "container"
+            and parents ~= "persistent" then
+        argerror(3, "create", "parents must be a boolean, 'container' or 'persistent'")
     end
     check_path(path, "create", 1, opts.sequential)
     local mode = create_mode(opts)
@@ -275,6 +282,9 @@ local function multi_op(self, op, i)
         argerror(1, "multi", "op " .. i .. ": op must be create, delete, set or check")
     end
     local path = op.path or op[2]
+    if kind == C.OP_CREATE then
+        check_flags(op, CREATE_FLAGS, "multi", 1)
+    end
     check_path(path, "multi", 1, kind == C.OP_CREATE and op.sequential)
     local data = op.data
     if type(data) ~= "nil" then

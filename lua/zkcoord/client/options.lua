@@ -5,10 +5,11 @@
 -- "bad argument #1 to 'connect' (...)" before anything reaches the C core.
 local checks = require "zkcoord.client.checks"
 
-local argerror = require("zkcoord.util").argerror
+local util = require "zkcoord.util"
+local argerror, check_seconds = util.argerror, util.check_seconds
 local array_length, check_path = checks.array_length, checks.check_path
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
-local find, concat = string.find, table.concat
+local find, match, gmatch, concat = string.find, string.match, string.gmatch, table.concat
 
 local _M = {}
 
@@ -45,24 +46,68 @@ local function bad(msg)
 end
 
 
+-- kazoo's and ZooKeeper's port, for a server given without one.
+_M.DEFAULT_PORT = 2181
+
+
+-- One server entry: its "host:port" text (the default port added) and
+-- its host and port apart, for connect's diagnosis of a failed connect.
+local function endpoint(s, where)
+    if find(s, "%c") then
+        -- libzookeeper would connect to what precedes a NUL
+        bad(where .. " must not contain NUL or control characters")
+    end
+    local host, port = match(s, "^(.*):(%d+)$")
+    if not host then
+        -- "host" or "[v6]": no port (kazoo defaults it); anything else
+        -- with a ":" ("host:", "host:x", a bare IPv6 address) is a mistake
+        if find(s, ":", 1, true) and not find(s, "^%[.*%]$") then
+            bad(where .. " must be host:port or host (port " .. _M.DEFAULT_PORT
+                .. "), got '" .. s .. "'")
+        end
+        host, port = s, tostring(_M.DEFAULT_PORT)
+        s = s .. ":" .. port
+    end
+    if host == "" then
+        bad(where .. " has no host: '" .. s .. "'")
+    end
+    return s, { host = match(host, "^%[(.*)%]$") or host, port = port, name = s }
+end
+
+
+-- The hosts string libzookeeper takes ("h:p,h:p", ports added) and the
+-- endpoints in it.
 local function hosts_string(servers)
+    local list, where = {}, "servers"
     if type(servers) == "string" then
         if servers == "" then
             bad("servers must not be empty")
         end
-        return servers
-    end
-    local n = type(servers) == "table" and array_length(servers)
-    if not n or n == 0 then
-        bad("servers must be a string or a non-empty array without holes")
-    end
-    for i = 1, n do
-        local s = servers[i]
-        if type(s) ~= "string" or s == "" then
-            bad("servers[" .. i .. "] must be a non-empty string")
+        for s in gmatch(servers, "[^,]+") do
+            list[#list + 1] = s
         end
+        if #list == 0 then
+            bad("servers has no server: '" .. servers .. "'")
+        end
+    else
+        local n = type(servers) == "table" and array_length(servers)
+        if not n or n == 0 then
+            bad("servers must be a string or a non-empty array without holes")
+        end
+        for i = 1, n do
+            local s = servers[i]
+            if type(s) ~= "string" or s == "" then
+                bad("servers[" .. i .. "] must be a non-empty string")
+            end
+            list[i] = s
+        end
+        where = nil
     end
-    return concat(servers, ",")
+    local endpoints = {}
+    for i, s in ipairs(list) do
+        list[i], endpoints[i] = endpoint(s, where or ("servers[" .. i .. "]"))
+    end
+    return concat(list, ","), endpoints
 end
 
 
@@ -120,12 +165,8 @@ local function check_retry(retry)
     if type(t) ~= "number" or not (t >= 1) or t % 1 ~= 0 then  -- luacheck: ignore 581 (NaN)
         bad("retry.max_tries must be an integer >= 1")
     end
-    for _, k in ipairs({ "base_delay", "max_delay" }) do
-        local v = rp[k]
-        if type(v) ~= "number" or not (v >= 0 and v < math.huge) then
-            bad("retry." .. k .. " must be a finite number of seconds >= 0")
-        end
-    end
+    check_seconds(rp.base_delay, "retry.base_delay", "connect", 1, true)
+    check_seconds(rp.max_delay, "retry.max_delay", "connect", 1, true)
     return rp
 end
 
@@ -147,12 +188,23 @@ local function check_wait(w)
 end
 
 
+-- Durations in seconds; above util.MAX_SECONDS they are milliseconds
+-- (Curator's unit) by mistake. Waits may be math.huge (no limit).
 local function check_timeouts(o)
-    for _, k in ipairs({ "session_timeout", "connect_timeout", "request_timeout" }) do
-        local v = o[k]
-        if v ~= nil and not (v > 0 and v < 1e6) then
-            bad("option '" .. k .. "' must be a positive number of seconds")
+    check_seconds(o.session_timeout, "session_timeout", "connect", 1)
+    check_seconds(o.connect_timeout, "connect_timeout", "connect", 1, false, true)
+    if o.request_timeout ~= nil then
+        check_seconds(o.request_timeout, "request_timeout", "connect", 1, false, true)
+    end
+    if o.lost_after ~= nil then
+        check_seconds(o.lost_after, "lost_after", "connect", 1)
+    end
+    local ri = o.resolve_interval
+    if ri ~= nil and ri ~= -1 then
+        if not (ri >= 0) then  -- luacheck: ignore 581 (NaN)
+            bad("resolve_interval must be -1 (only on connection loss) or a number of seconds >= 0")
         end
+        check_seconds(ri, "resolve_interval", "connect", 1, true)
     end
 end
 
@@ -165,14 +217,6 @@ local function check_limits(o)
     local size = o.max_packet_size
     if size % 1 ~= 0 or not (size >= 1) then  -- luacheck: ignore 581 (NaN)
         bad("max_packet_size must be a positive integer (bytes)")
-    end
-    local la = o.lost_after
-    if la ~= nil and not (la > 0 and la < 1e9) then  -- luacheck: ignore 581
-        bad("lost_after must be a positive number of seconds")
-    end
-    local ri = o.resolve_interval
-    if ri ~= nil and ri ~= -1 and not (ri >= 0 and ri <= 2147483) then  -- luacheck: ignore 581
-        bad("resolve_interval must be -1 or a number of seconds from 0 to 2147483")
     end
 end
 
@@ -226,11 +270,22 @@ end
 
 
 --- Checks connect's argument (a servers string or an options table) and
---- returns what the client needs: { opts =, hosts =, chroot =, auth =, retry = }.
+--- returns what the client needs: { opts =, hosts =, endpoints =, chroot =,
+--- auth =, retry = }.
 function _M.check(opts)
     local o = merge(opts)
     check_timeouts(o)
-    local hosts = hosts_string(o.servers)
+    if type(o.servers) == "string" then
+        -- kazoo's and libzookeeper's "host:port/chroot": the chroot option
+        local body, root = match(o.servers, "^([^/]*)(/.*)$")
+        if body then
+            if o.chroot then
+                bad("chroot given twice: in servers ('" .. root .. "') and as option chroot")
+            end
+            o.servers, o.chroot = body, root
+        end
+    end
+    local hosts, endpoints = hosts_string(o.servers)
     local chroot = ""
     if o.chroot and o.chroot ~= "/" then
         chroot = o.chroot
@@ -242,7 +297,8 @@ function _M.check(opts)
     check_wait(o.wait)
     check_limits(o)
     check_resume(o.session_id, o.session_password)
-    return { opts = o, hosts = hosts, chroot = chroot, auth = auth, retry = retry }
+    return { opts = o, hosts = hosts, endpoints = endpoints, chroot = chroot, auth = auth,
+             retry = retry }
 end
 
 

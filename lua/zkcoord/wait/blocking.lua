@@ -14,6 +14,7 @@
 -- have many acquires or adds in flight, as nginx requests do. Waits outside
 -- a spawned coroutine block as before.
 local core = require "zkcoord.core"
+local check_timeout = require("zkcoord.util").check_timeout
 
 local now = core.now
 local setmetatable, type, error, pairs, select, tostring, unpack =
@@ -98,9 +99,14 @@ function Event:set()
 end
 
 
---- Waits until set or until `timeout` seconds pass (nil: no limit other
---- than the client's own). Returns true when set, false on timeout.
+--- Waits until set or until `timeout` seconds pass (nil or math.huge: no
+--- limit other than the client's own). Returns true when set, false on
+--- timeout. A timeout that is not nil or a number >= 0 raises.
 function Event:wait(timeout)
+    local kind = type(timeout)   -- not `~= nil`: a NULL cdata equals nil
+    if kind ~= "nil" and not (kind == "number" and timeout >= 0) then
+        check_timeout(timeout, "wait", 1)   -- raises (NaN waited for ever)
+    end
     if self.is_set then
         return true
     end
@@ -127,8 +133,10 @@ function _M:yields()
 end
 
 
---- Sleeps `seconds` while still serving the client's events.
+--- Sleeps `seconds` (a number >= 0; math.huge: until the client closes)
+--- while still serving the client's events.
 function _M:sleep(seconds)
+    check_timeout(seconds, "sleep", 1, true)
     return self:event():wait(seconds)
 end
 

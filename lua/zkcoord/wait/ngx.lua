@@ -27,6 +27,7 @@
 -- runs the exit drain's step; this file is the waiter's API and its pump.
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
+local check_timeout = require("zkcoord.util").check_timeout
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
@@ -120,8 +121,13 @@ function Event:set()
 end
 
 
---- Yields this request until set or `timeout` seconds (nil: a year).
+--- Yields this request until set or `timeout` seconds (nil or math.huge:
+--- no limit). A timeout that is not nil or a number >= 0 raises.
 function Event:wait(timeout)
+    local kind = type(timeout)   -- not `~= nil`: a NULL cdata equals nil
+    if kind ~= "nil" and not (kind == "number" and timeout >= 0) then
+        check_timeout(timeout, "wait", 1)   -- raises (NaN waited for ever)
+    end
     if self.is_set then
         return true
     end
@@ -211,9 +217,17 @@ function _M.yields()
 end
 
 
+--- Sleeps `seconds` (a number >= 0; math.huge: for ever), yielding the
+--- request.
 function _M.sleep(_, seconds)
+    check_timeout(seconds, "sleep", 1, true)
     _M.check_phase("sleep")
-    if seconds and seconds > 0 then
+    -- ngx.sleep takes milliseconds as a C int: sleep in chunks
+    while seconds > MAX_WAIT do
+        ngx.sleep(MAX_WAIT)
+        seconds = seconds - MAX_WAIT
+    end
+    if seconds > 0 then
         ngx.sleep(seconds)
     end
     return false
