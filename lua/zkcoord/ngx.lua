@@ -80,8 +80,14 @@ function _M.client(opts)
     end
     waiter.check_phase("connect")
     if connecting then
-        connecting.count = connecting.count + 1
-        connecting.sema:wait(options.connect_timeout or 5)
+        local waiting = connecting
+        waiting.count = waiting.count + 1
+        -- ngx.semaphore takes whole milliseconds in an int: a long or
+        -- unlimited (math.huge) connect_timeout is waited out in steps.
+        local deadline = ngx.now() + (options.connect_timeout or 5)
+        repeat
+            local posted = waiting.sema:wait(math.min(deadline - ngx.now(), 3600))
+        until posted or ngx.now() >= deadline
         if client and client:state() ~= "closed" then
             return client
         end
