@@ -14,6 +14,7 @@
 #endif
 
 #include "convert.h"
+#include "probe.h"
 #include "process.h"
 #include "session.h"
 
@@ -273,7 +274,7 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
     static const luaL_Reg funcs[] = {
         {"completions", completions_new_l},
         {"open", session_open},
-        {"probe", session_probe},
+        {"probe", probe_tcp},
         {"now", core_now},
         {"set_log_level", core_set_log_level},
         {"uuid", core_uuid},

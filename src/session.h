@@ -9,7 +9,6 @@ zkq *completions_check(lua_State *L, int idx);   /* completions_lua.c */
 int completions_new_l(lua_State *L);              /* completions_lua.c */
 void completions_register(lua_State *L);          /* completions_lua.c */
 int session_open(lua_State *L);
-int session_probe(lua_State *L);
 void session_register(lua_State *L);
 
 #endif
