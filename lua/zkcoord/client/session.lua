@@ -53,6 +53,8 @@ function _M:_on_record(rec)
     elseif kind == SESSION then
         if id == self._serial then
             self:_session_event(rec.state)
+        elseif id < 0 then
+            self:_ender_event(id, rec.state)     -- a side handle ending a left session
         end
     end
 end
@@ -82,9 +84,13 @@ function _M:_check_timers()
     -- session timeout the server has expired it: act as if we were told.
     if self._state == "suspended" and self._suspended_at
             and now() - self._suspended_at >= self:_lost_after() then
+        -- The server may still hold it (a restarted server restores it for a
+        -- session timeout more): end it once a server answers (nodes.lua).
+        local sid, password = self._session_id, self:session_password()
         self:_session_lost("sessionexpired", self._opts.lost_after
                            and "suspended for longer than lost_after"
                            or "suspended for longer than the session timeout")
+        self:_end_session(sid, password)
     end
 end
 

@@ -1,0 +1,142 @@
+-- Outages of every server (issue 21). A node a recipe gives up while cut off
+-- (release, a timed-out acquire, close) must not block other processes once
+-- the servers are back: the server keeps (and a restarted one restores) the
+-- session that made it for a whole session timeout more.
+--
+-- Clients reach the server through a proxy that refuses connections from
+-- the stop until the restarted server is ready: ZooKeeper 3.8's standalone
+-- server leaves a connection made during its startup open and unanswered
+-- (ZOOKEEPER-5051, docs/RELIABILITY.md), which would stall a client for 2/3
+-- of its session timeout whatever the client does.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
+local unpack = require("zkcoord.compat").unpack
+
+local T = 4            -- the session timeout of the process cut off
+local LONG = 20        -- the others': they outlive the outage
+
+-- A standalone server of our own (the shared one must stay up) behind a
+-- proxy: down() stops it, up() restarts it and lets clients in once ready.
+local function server()
+    local zs = assert(zk.zkserver.start({ tick_time = 500 }))
+    local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
+    return {
+        hosts = proxy.hosts,
+        down = function()
+            assert(proxy:refuse())
+            assert(proxy:cut())
+            assert(zs:stop())
+        end,
+        up = function()
+            assert(zs:start())
+            assert(proxy:pass())
+            return true
+        end,
+        destroy = function()
+            proxy:stop()
+            zs:destroy()
+        end,
+    }
+end
+
+
+local function client(srv, t)
+    return zk.client { servers = srv.hosts, session_timeout = t }
+end
+
+
+-- Runs fn() in a coroutine of `b` while `a` is driven too (two processes,
+-- each driving its own client: a blocking client acts only when called).
+local function alongside(a, b, fn)
+    local res
+    b:spawn(function() res = { fn() } end)
+    local deadline = proc.now() + 6 * T
+    while not res and proc.now() < deadline do
+        if a:state() ~= "closed" then
+            a:dispatch(0.01)
+        end
+        b:run(0.01)
+    end
+    return res and unpack(res)
+end
+
+
+-- Acquires `path` in `b` from the moment the server answers again (`a`
+-- driven meanwhile); returns the seconds it took.
+local function acquire_after_restart(srv, a, b, path)
+    assert.truthy(srv:up())
+    local t0 = proc.now()
+    local lock = b:lock(path)
+    local ok, err = alongside(a, b, function() return lock:acquire(3 * T) end)
+    local took = proc.now() - t0
+    assert.truthy(ok, tostring(err))
+    lock:release()
+    return took
+end
+
+
+describe("nodes given up while every server is down #zk", function()
+    local srv
+    before_each(function() srv = server() end)
+    after_each(function() srv:destroy() end)
+
+    it("a lock released then (the session counted lost) is free within a second", function()
+        local a, b = client(srv, T), client(srv, LONG)
+        local lock = a:lock("/out/lock")
+        assert(lock:acquire(5))
+        srv:down()
+        assert.truthy(lock:release())
+        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+        local took = acquire_after_restart(srv, a, b, "/out/lock")
+        print(("\n[outage] released during the outage: another acquire took %.0f ms after"
+               .. " the server answered"):format(took * 1000))
+        assert.truthy(zk.wait_until(function() return a:state() == "connected" end, 10, a))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        a:close()
+        b:close()
+    end)
+
+    it("an acquire that timed out during the outage leaves no node behind", function()
+        local h, a, b = client(srv, LONG), client(srv, T), client(srv, LONG)
+        local held = h:lock("/out/lock")
+        assert(held:acquire(5))
+        local mine = a:lock("/out/lock")
+        local res
+        a:spawn(function() res = { mine:acquire(2) } end)
+        a:run(0.5)                      -- our node is in the line, behind h's
+        srv:down()
+        assert.truthy(a:run(5), "the acquire did not return")
+        assert.are.equal(nil, res[1])
+        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+        assert.truthy(srv:up())
+        local t0 = proc.now()
+        assert.truthy(zk.wait_until(function() return h:state() == "connected" end, 10, h))
+        assert.truthy(held:release())
+        local lock = b:lock("/out/lock")
+        local ok, err = alongside(a, b, function() return lock:acquire(3 * T) end)
+        local took = proc.now() - t0
+        print(("\n[outage] acquire timed out during the outage: another acquire took %.0f ms"
+               .. " after the server answered"):format(took * 1000))
+        assert.truthy(ok, tostring(err))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        lock:release()
+        h:close()
+        a:close()
+        b:close()
+    end)
+
+    it("close() during the outage: another client of the process ends the session", function()
+        local a, b = client(srv, T), client(srv, LONG)
+        local lock = a:lock("/out/lock")
+        assert(lock:acquire(5))
+        srv:down()
+        assert.truthy(zk.wait_until(function() return a:state() == "suspended" end, 5, a))
+        a:close()
+        local took = acquire_after_restart(srv, a, b, "/out/lock")
+        print(("\n[outage] closed during the outage: another acquire took %.0f ms after"
+               .. " the server answered"):format(took * 1000))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        b:close()
+    end)
+end)
