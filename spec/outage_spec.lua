@@ -140,3 +140,69 @@ describe("nodes given up while every server is down #zk", function()
         b:close()
     end)
 end)
+
+
+describe("try-once while the connection is down #zk", function()
+    it("every try-once answers at once with connectionloss", function()
+        local zs = assert(zk.zkserver.start({ tick_time = 500 }))
+        local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
+        local c = zk.client { servers = proxy.hosts, session_timeout = 10 }
+        local rw = c:rwlock("/try/rw")
+        local tries = {
+            lock = function() return c:lock("/try/lock"):acquire(0) end,
+            read_lock = function() return rw:read_lock():acquire(0) end,
+            write_lock = function() return rw:write_lock():acquire(0) end,
+            semaphore = function() return c:semaphore("/try/sem", 1):acquire(0) end,
+            multi_lock = function() return c:multi_lock({ "/try/m1", "/try/m2" }):acquire(0) end,
+            take = function() return c:work_queue("/try/q"):take(0) end,
+            barrier = function() return c:barrier("/try/b"):wait(0) end,
+        }
+        assert(proxy:refuse())
+        assert(proxy:cut())
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 5, c))
+        local slow = {}
+        for name, fn in pairs(tries) do
+            local t0 = proc.now()
+            local ok, err = fn()
+            local took = proc.now() - t0
+            if ok or err ~= "connectionloss" or took > 0.1 then
+                slow[#slow + 1] = ("%s: %s %s after %.0f ms"):format(name, tostring(ok),
+                                                                    tostring(err), took * 1000)
+            end
+        end
+        table.sort(slow)
+        assert.are.same({}, slow)
+        c:close()
+        proxy:stop()
+        zs:destroy()
+    end)
+end)
+
+
+describe("a work-queue write whose reply is lost #zk", function()
+    it("ack() past its deadline with the reply late says unknown, and the next ack decides", function()
+        local zs = assert(zk.zkserver.start({ tick_time = 500 }))
+        local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
+        local admin = zk.client { servers = zs.hosts, session_timeout = 10 }
+        local c = zk.client { servers = proxy.hosts, session_timeout = 10, request_timeout = 0.5 }
+        local q = c:work_queue("/wq")
+        assert(q:put("x"))
+        local item = assert(q:take(1))
+        assert(proxy:delay(0.4))     -- the multi reaches the server; its reply comes too late
+        local t0 = proc.now()
+        local ok, err = item:ack()
+        local took = proc.now() - t0
+        assert(proxy:pass())
+        assert.are.equal(nil, ok)
+        assert.are.equal("unknown", err)
+        assert.truthy(took < 0.7, ("ack took %.2f s"):format(took))
+        -- It happened: the item is gone, and the next ack says so.
+        assert.truthy(zk.wait_until(function() return admin:work_queue("/wq"):len() == 0 end,
+                                    5, admin))
+        assert.truthy(item:ack())
+        c:close()
+        admin:close()
+        proxy:stop()
+        zs:destroy()
+    end)
+end)
