@@ -206,3 +206,47 @@ describe("a work-queue write whose reply is lost #zk", function()
         zs:destroy()
     end)
 end)
+
+
+describe("a short outage #zk", function()
+    it("8 sessions are all back within a second of the server answering", function()
+        local srv = server()
+        local N, S = 8, 10
+        local cs, sids = {}, {}
+        for i = 1, N do
+            cs[i] = client(srv, S)
+            sids[i] = cs[i]:session_id()
+        end
+        srv:down()
+        local t_down = proc.now()
+        -- 5 s without a server, every client driven (each its own process).
+        while proc.now() - t_down < 5 do
+            for _, c in ipairs(cs) do c:dispatch(0.005) end
+        end
+        assert.truthy(srv:up())
+        local t_up = proc.now()
+        local back, slow, n = {}, {}, 0
+        while n < N and proc.now() - t_up < S do
+            for i, c in ipairs(cs) do
+                c:dispatch(0.005)
+                if not back[i] and c:state() ~= "suspended" then
+                    back[i] = proc.now() - t_up
+                    n = n + 1
+                    if c:session_id() ~= sids[i] or back[i] > 1 then
+                        slow[#slow + 1] = ("client %d: %s after %.2f s, same session: %s")
+                                          :format(i, c:state(), back[i],
+                                                  tostring(c:session_id() == sids[i]))
+                    end
+                end
+            end
+        end
+        local worst = 0
+        for i = 1, N do worst = math.max(worst, back[i] or math.huge) end
+        print(("\n[outage] 8 sessions, 5 s outage: all back %.0f ms after the server answered")
+              :format(worst * 1000))
+        assert.are.same({}, slow)
+        assert.truthy(worst < 1, ("the last session came back after %.2f s"):format(worst))
+        for _, c in ipairs(cs) do c:close() end
+        srv:destroy()
+    end)
+end)
