@@ -22,7 +22,9 @@ local function server()
     local zs = assert(zk.zkserver.start({ tick_time = 500 }))
     local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
     return {
-        hosts = proxy.hosts,
+        hosts = proxy.hosts,      -- through the proxy
+        direct = zs.hosts,
+        proxy = proxy,
         down = function()
             assert(proxy:refuse())
             assert(proxy:cut())
@@ -144,9 +146,9 @@ end)
 
 describe("try-once while the connection is down #zk", function()
     it("every try-once answers at once with connectionloss", function()
-        local zs = assert(zk.zkserver.start({ tick_time = 500 }))
-        local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
-        local c = zk.client { servers = proxy.hosts, session_timeout = 10 }
+        local srv = server()
+        local proxy = srv.proxy
+        local c = client(srv, 10)
         local rw = c:rwlock("/try/rw")
         local tries = {
             lock = function() return c:lock("/try/lock"):acquire(0) end,
@@ -173,17 +175,16 @@ describe("try-once while the connection is down #zk", function()
         table.sort(slow)
         assert.are.same({}, slow)
         c:close()
-        proxy:stop()
-        zs:destroy()
+        srv:destroy()
     end)
 end)
 
 
 describe("a work-queue write whose reply is lost #zk", function()
     it("ack() past its deadline with the reply late says unknown, and the next ack decides", function()
-        local zs = assert(zk.zkserver.start({ tick_time = 500 }))
-        local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
-        local admin = zk.client { servers = zs.hosts, session_timeout = 10 }
+        local srv = server()
+        local proxy = srv.proxy
+        local admin = zk.client { servers = srv.direct, session_timeout = 10 }
         local c = zk.client { servers = proxy.hosts, session_timeout = 10, request_timeout = 0.5 }
         local q = c:work_queue("/wq")
         assert(q:put("x"))
@@ -202,8 +203,7 @@ describe("a work-queue write whose reply is lost #zk", function()
         assert.truthy(item:ack())
         c:close()
         admin:close()
-        proxy:stop()
-        zs:destroy()
+        srv:destroy()
     end)
 end)
 
