@@ -250,3 +250,31 @@ describe("a short outage #zk", function()
         srv:destroy()
     end)
 end)
+
+
+describe("nodes given up while a whole ensemble is down #zk #slow", function()
+    it("a lock released then (the session counted lost) is free within a second", function()
+        local ens = assert(zk.zkserver.start_ensemble({ size = 3 }))
+        local a = zk.client { servers = ens.hosts, session_timeout = T }
+        local b = zk.client { servers = ens.hosts, session_timeout = 10 }
+        local lock = a:lock("/out/lock")
+        assert(lock:acquire(5))
+        for _, s in ipairs(ens.servers) do assert(s:stop()) end
+        assert.truthy(lock:release())
+        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+        for _, s in ipairs(ens.servers) do assert(s:start({ wait = false })) end
+        assert(ens:wait_ready())
+        local t0 = proc.now()
+        local other = b:lock("/out/lock")
+        local ok, err = alongside(a, b, function() return other:acquire(3 * T) end)
+        local took = proc.now() - t0
+        print(("\n[outage] ensemble: released during the outage: another acquire took %.0f ms"
+               .. " after a quorum answered"):format(took * 1000))
+        assert.truthy(ok, tostring(err))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        other:release()
+        a:close()
+        b:close()
+        ens:destroy()
+    end)
+end)
