@@ -78,25 +78,32 @@ local function acquire_after_restart(srv, a, b, path)
 end
 
 
+-- A lock held in `a` (session timeout T) is released while every server
+-- is down, until `a` counts its session lost; then another client gets it
+-- within a second of the servers answering.
+local function released_while_down(srv, label)
+    local a, b = client(srv, T), client(srv, LONG)
+    local lock = a:lock("/out/lock")
+    assert(lock:acquire(5))
+    srv:down()
+    assert.truthy(lock:release())
+    assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+    local took = acquire_after_restart(srv, a, b, "/out/lock")
+    print(("\n[outage] %sreleased during the outage: another acquire took %.0f ms after"
+           .. " the servers answered"):format(label, took * 1000))
+    assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+    a:close()
+    b:close()
+end
+
+
 describe("nodes given up while every server is down #zk", function()
     local srv
     before_each(function() srv = server() end)
     after_each(function() srv:destroy() end)
 
     it("a lock released then (the session counted lost) is free within a second", function()
-        local a, b = client(srv, T), client(srv, LONG)
-        local lock = a:lock("/out/lock")
-        assert(lock:acquire(5))
-        srv:down()
-        assert.truthy(lock:release())
-        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
-        local took = acquire_after_restart(srv, a, b, "/out/lock")
-        print(("\n[outage] released during the outage: another acquire took %.0f ms after"
-               .. " the server answered"):format(took * 1000))
-        assert.truthy(zk.wait_until(function() return a:state() == "connected" end, 10, a))
-        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
-        a:close()
-        b:close()
+        released_while_down(srv, "")
     end)
 
     it("an acquire that timed out during the outage leaves no node behind", function()
@@ -255,26 +262,100 @@ end)
 describe("nodes given up while a whole ensemble is down #zk #slow", function()
     it("a lock released then (the session counted lost) is free within a second", function()
         local ens = assert(zk.zkserver.start_ensemble({ size = 3 }))
-        local a = zk.client { servers = ens.hosts, session_timeout = T }
-        local b = zk.client { servers = ens.hosts, session_timeout = 10 }
-        local lock = a:lock("/out/lock")
-        assert(lock:acquire(5))
-        for _, s in ipairs(ens.servers) do assert(s:stop()) end
-        assert.truthy(lock:release())
-        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
-        for _, s in ipairs(ens.servers) do assert(s:start({ wait = false })) end
-        assert(ens:wait_ready())
-        local t0 = proc.now()
-        local other = b:lock("/out/lock")
-        local ok, err = alongside(a, b, function() return other:acquire(3 * T) end)
-        local took = proc.now() - t0
-        print(("\n[outage] ensemble: released during the outage: another acquire took %.0f ms"
-               .. " after a quorum answered"):format(took * 1000))
-        assert.truthy(ok, tostring(err))
-        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
-        other:release()
-        a:close()
-        b:close()
+        released_while_down({
+            hosts = ens.hosts,
+            down = function()
+                for _, s in ipairs(ens.servers) do assert(s:stop()) end
+            end,
+            up = function()
+                for _, s in ipairs(ens.servers) do assert(s:start({ wait = false })) end
+                return ens:wait_ready()
+            end,
+        }, "ensemble: ")
         ens:destroy()
+    end)
+end)
+
+
+-- The same in nginx: 8 workers, one client each (zkcoord.ngx), each
+-- reporting its state and session into a shared dict as it changes.
+local NGX_APP = [==[
+local zn = require "zkcoord.ngx"
+local _M = {}
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 10, sock_dir = "/tmp" }
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c = zn.client()
+        if not c then return end
+        local id = ngx.worker.id()
+        local function report()
+            ngx.shared.st:set(id, c:state() .. " " .. tostring(c:session_id()))
+        end
+        c:on_state(report)
+        report()
+    end)
+end
+
+function _M.states()
+    for i = 0, ngx.worker.count() - 1 do
+        ngx.say(tostring(ngx.shared.st:get(i)))
+    end
+end
+
+return _M
+]==]
+
+local NGX_HTTP = [[
+    lua_shared_dict st 64k;
+    init_worker_by_lua_block { require("app").init_worker() }
+    exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+    server {
+        listen 127.0.0.1:@PORT@ reuseport;
+        location = /states { content_by_lua_block { require("app").states() } }
+    }
+]]
+
+describe("a short outage in nginx #zk #ngx", function()
+    it("8 workers' sessions are all back within a second of the server answering", function()
+        local nginx = require "helpers.nginx"
+        local srv = server()
+        local n = assert(nginx.start { workers = 8, env = { ZK_HOSTS = srv.hosts },
+                                       lua_modules = { app = NGX_APP }, http = NGX_HTTP })
+        -- The workers' sessions, once all 8 are in the same state.
+        local function sessions(state)
+            local status, body = n:get("/states", 2)
+            local out = {}
+            if status == 200 then
+                for st, sid in body:gmatch("(%S+) (%S+)") do
+                    if st == state then out[#out + 1] = sid end
+                end
+            end
+            table.sort(out)
+            return #out == 8 and out or nil
+        end
+        local before
+        assert.truthy(zk.wait_until(function()
+            before = sessions("connected")
+            return before
+        end, 20), "the workers did not connect:\n" .. n:log_tail())
+        srv:down()
+        assert.truthy(zk.wait_until(function() return sessions("suspended") end, 5))
+        proc.sleep(5)
+        assert.truthy(srv:up())
+        local t_up = proc.now()
+        local after
+        zk.wait_until(function()
+            after = sessions("connected")
+            return after
+        end, 10)
+        local took = proc.now() - t_up
+        print(("\n[outage] nginx, 8 workers, 5 s outage: all back %.0f ms after the server"
+               .. " answered"):format(took * 1000))
+        assert.are.same(before, after)
+        assert.truthy(took < 1, ("the last session came back after %.2f s"):format(took))
+        n:destroy()
+        srv:destroy()
     end)
 end)
