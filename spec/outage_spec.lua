@@ -187,6 +187,26 @@ describe("try-once while the connection is down #zk", function()
 end)
 
 
+describe("a try-once on a link gone silent #zk", function()
+    it("answers connectionloss when libzookeeper gives up on the link, never timeout", function()
+        local srv = server()
+        local S = 3
+        local c = client(srv, S)
+        assert(c:lock("/silent/made"):acquire(1))    -- the parents exist
+        assert(srv.proxy:blackhole())
+        local t0 = proc.now()
+        local ok, err = c:lock("/silent/lock"):acquire(0)
+        local took = proc.now() - t0
+        assert.are.equal(nil, ok)
+        assert.are.equal("connectionloss", err)
+        -- libzookeeper's receive timeout: 2/3 of the session timeout
+        assert.truthy(took < S, ("took %.2f s"):format(took))
+        c:close()
+        srv:destroy()
+    end)
+end)
+
+
 describe("a work-queue write whose reply is lost #zk", function()
     it("ack() past its deadline with the reply late says unknown, and the next ack decides", function()
         local srv = server()

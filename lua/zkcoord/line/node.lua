@@ -324,7 +324,8 @@ function _M:_recover_create(err, prefix, serial, deadline)
         if err ~= "sessionexpired" or self.persistent then
             delete_by_prefix(self, prefix, serial)
         end
-        return nil, err
+        -- libzookeeper's name for a link that went silent: a connection loss
+        return nil, err == "operationtimeout" and "connectionloss" or err
     end
     local connected, werr = util.wait_connected(self.client, deadline)
     if not connected then
