@@ -1,6 +1,7 @@
--- The 0.2.0 release: `luarocks install zkcoord-0.2.0-1.rockspec` clones tag
--- v0.2.0 (its version is lua/zkcoord/version.lua's, checked by
--- spec/release_spec.lua).
+-- The 0.2.0 release: `luarocks pack` / `luarocks install` of it clones tag
+-- v0.2.0, which the releaser creates on the commit to release (README,
+-- Install: `git tag -a v0.2.0 ...`); until then it does not pack. Its
+-- version is lua/zkcoord/version.lua's (checked by spec/release_spec.lua).
 rockspec_format = "3.0"
 package = "zkcoord"
 version = "0.2.0-1"
@@ -12,10 +13,12 @@ description = {
    summary = "ZooKeeper coordination for Lua: client, locks, rwlocks, counters, watches, elections",
    detailed = [[
 A small C core over libzookeeper_mt (asynchronous, pipelined, never calls
-Lua from ZooKeeper's threads) and recipes in Lua on top: lock, read-write
-lock, counter, watch, election, semaphore, barriers, and the sequential
-queue primitive to script your own. Runs on Lua 5.1 to 5.4 and LuaJIT, in
-plain programs and in OpenResty/nginx workers without blocking them.
+Lua from ZooKeeper's threads) and, in Lua on top, a client and recipes:
+lock, read-write lock, semaphore, multi-lock, counter, watch, tree cache,
+election, barriers, work queue, group, partitioner and persistent node,
+the waiting ones drivers on the line engine (zkcoord.line) you script your
+own with. Runs on Lua 5.1 to 5.4 and LuaJIT, in plain programs and in
+OpenResty/nginx workers without blocking them.
 ]],
    homepage = "https://github.com/zkcoord/zkcoord",
    issues_url = "https://github.com/zkcoord/zkcoord/issues",
@@ -45,8 +48,8 @@ build = {
       ZKCOORD_WERROR = "OFF",
    },
    install = {
-      -- the zkcoord command (a LuaJIT script): luarocks' wrapper runs it
-      -- with its configured interpreter, which must be luajit
+      -- the zkcoord command (any Lua: 5.1 to 5.4, LuaJIT): luarocks' wrapper
+      -- runs it with the interpreter luarocks is configured with
       bin = { zkcoord = "bin/zkcoord" },
    },
 }

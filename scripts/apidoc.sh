@@ -3,10 +3,20 @@
 # (Debian's lua-ldoc, config.ld). The sources carry LuaLS annotations
 # (---@class, ---@field, ---@param, ---@return): a copy of lua/ with those
 # rewritten as LDoc tags is what LDoc reads.
-#   bash scripts/apidoc.sh           regenerate docs/api/
-#   bash scripts/apidoc.sh --check   fail if LDoc warns or docs/api/ is stale
+#   bash scripts/apidoc.sh             regenerate docs/api/
+#   bash scripts/apidoc.sh --check     fail if LDoc warns or docs/api/ is stale
+#   bash scripts/apidoc.sh --out DIR   write the pages to DIR only (spec/apidoc_spec.lua)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
+case "$mode" in
+  ""|--check) ;;
+  --out) [ -n "${2:-}" ] || { echo "apidoc: --out needs a directory" >&2; exit 2; }
+         mkdir -p "$2"
+         [ -z "$(ls -A "$2")" ] || { echo "apidoc: --out $2 is not empty" >&2; exit 2; }
+         dest=$(cd "$2" && pwd) ;;
+  *) echo "usage: bash scripts/apidoc.sh [--check | --out DIR]" >&2; exit 2 ;;
+esac
 command -v ldoc >/dev/null || { echo "apidoc: ldoc not found (apt-get install lua-ldoc)" >&2; exit 1; }
 work=$(mktemp -d /tmp/zkcoord-apidoc.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -20,11 +30,18 @@ find "$work/src" -name '*.so' -delete
 for f in cache/delivery cache/events cache/loader cache/tree client/class queue; do
   rm -f "$work/src/zkcoord/$f.lua"
 done
-# The client is one class spread over client/*.lua: LDoc reads them as one
-# file, the page of zkcoord.client (init.lua's header first).
+# The client is one class spread over client/*.lua: LDoc reads the parts
+# that add its methods as one file, the page of zkcoord.client (init.lua's
+# header first). Its internal parts (the pump a waiter drives, ACL
+# conversion, argument checks, options) keep pages of their own, so the
+# client's page lists what a user calls.
+internal="acl checks options pump"
 ( cd "$work/src/zkcoord/client" &&
-  cat init.lua $(ls *.lua | grep -v '^init\.lua$') >../client.lua ) &&
-  rm -rf "$work/src/zkcoord/client"
+  cat init.lua $(ls *.lua | grep -v '^init\.lua$' |
+                 grep -vxF "$(printf '%s.lua\n' $internal)") >../client.lua &&
+  for f in *.lua; do
+    case " $internal " in *" ${f%.lua} "*) ;; *) rm "$f" ;; esac
+  done )
 # Reference for what the sources generate (the client's operations).
 cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
 # ---@tag opening a comment  ->  --- @tag, a doc comment of its own
@@ -38,6 +55,9 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 sed -i -E \
 # Internals (_name) stay out of the reference.
 find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
   's/^([ \t]*)(function [\w.]+[.:]_\w+)/$1-- \@local\n$1$2/mg'
+# Comments are plain text: <path>, <uuid>, a < b must show as written.
+find "$work/src" \( -name '*.lua' -o -name '*.luadoc' \) -print0 |
+  xargs -0 luajit scripts/apidoc_escape.lua
 
 out="$work/api"
 if ! ldoc -c config.ld -d "$out" "$work/src" >"$work/log" 2>&1; then
@@ -52,7 +72,10 @@ find "$out" -name '*.html' -print0 | xargs -0 sed -i -E \
   -e 's#<i style="float:right;">Last updated [0-9: -]+ </i>##' \
   -e "s#$work/src/##g"
 
-if [ "${1:-}" = "--check" ]; then
+if [ "$mode" = "--out" ]; then
+  cp -r "$out"/. "$dest"/
+  echo "apidoc: written to $dest ($(find "$dest" -name '*.html' | wc -l) pages)"
+elif [ "$mode" = "--check" ]; then
   if ! diff -r "$out" docs/api >"$work/diff" 2>&1; then
     head -n 40 "$work/diff" >&2
     echo "apidoc: docs/api/ is stale: run bash scripts/apidoc.sh and commit it" >&2

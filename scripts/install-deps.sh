@@ -13,11 +13,12 @@ pkgs=(
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
+  python3-kazoo   # spec/work_queue_spec.lua: kazoo's LockingQueue takes our items
 )
 # javac for the Curator peer: any JDK will do (this machine kind may ship one)
 command -v javac >/dev/null 2>&1 || pkgs+=(default-jdk-headless)
 if [ "${ZKCOORD_BENCH_DEPS:-0}" = 1 ]; then
-  pkgs+=(python3-kazoo gnuplot-nox)
+  pkgs+=(gnuplot-nox)
 fi
 
 missing=()

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The rock as a user gets it. From a copy of this tree (a local git repository
 # stands in for the rockspecs' GitHub URL), a non-root user packs the scm and
-# the release rockspec, installs the release .src.rock into a fresh tree per
-# VM, and runs spec/smoke/rock.lua from another directory on Lua 5.1, 5.2,
-# 5.3, 5.4 and LuaJIT against one ZooKeeper server.
+# the release rockspec (tagging the copy as the README's release steps do),
+# installs the release .src.rock into a fresh tree per VM (LuaJIT's with the
+# README's luarocks config: lua_interpreter = "luajit"), runs
+# spec/smoke/rock.lua from another directory on Lua 5.1, 5.2, 5.3, 5.4 and
+# LuaJIT against one ZooKeeper server, and runs the installed `zkcoord`
+# command through the wrapper luarocks wrote into each tree.
 #
 # As root it runs as user zkrock (created if missing), else as the caller.
 # ZKCOORD_SMOKE_VMS="5.4 luajit" picks VMs. Ends with
@@ -81,17 +84,68 @@ case "$servers" in
   *) echo "$servers"; fail "start ZooKeeper"; finish ;;
 esac
 
+# The installed command, through the wrapper luarocks wrote ($2), on VM $1:
+# it runs that VM, prints the version, runs a command under the lock, and
+# holds the lock until a grandchild of the command (its child gone) exits.
+command_smoke() {
+  local lua=$1 zk=$2 path="/rock-smoke-$1" go="$work/run/go-$1" out rc holder i
+
+  if grep -q "exec '[^']*/$lua' " "$zk" 2>/dev/null; then
+    pass "[$lua] the zkcoord wrapper runs $lua"
+  else
+    cat "$zk"; fail "[$lua] the zkcoord wrapper runs $lua"
+  fi
+  out=$(cd "$work/run" && as "$zk" --version 2>&1)
+  if [ "$out" = "zkcoord $version" ]; then
+    pass "[$lua] zkcoord --version"
+  else
+    echo "$out"; fail "[$lua] zkcoord --version"
+  fi
+  out=$(cd "$work/run" && as env ZKCOORD_SERVERS="$servers" "$zk" lock -n "$path" \
+        -c 'echo "token $ZKCOORD_FENCING_TOKEN"' 2>&1)
+  rc=$?
+  if [ "$rc" = 0 ] && echo "$out" | grep -qE '^token [0-9]+$'; then
+    pass "[$lua] zkcoord lock runs a command with its token"
+  else
+    echo "$out (exit $rc)"; fail "[$lua] zkcoord lock runs a command with its token"
+  fi
+  (cd "$work/run" && as env ZKCOORD_SERVERS="$servers" "$zk" lock "$path" \
+     -c "echo \$\$ > '$go.pid'; (while [ ! -e '$go' ]; do sleep 0.05; done) & exit 0" \
+     >/dev/null 2>&1) &
+  holder=$!
+  # until the command's own process is gone (reaped); its grandchild is not
+  for i in $(seq 100); do
+    [ -s "$go.pid" ] && [ ! -e "/proc/$(cat "$go.pid")" ] && break
+    sleep 0.1
+  done
+  as env ZKCOORD_SERVERS="$servers" "$zk" lock -n -E 3 "$path" -- true >/dev/null 2>&1
+  rc=$?
+  as touch "$go"
+  wait "$holder"
+  if [ "$rc" = 3 ] && as env ZKCOORD_SERVERS="$servers" "$zk" lock -n "$path" -- true; then
+    pass "[$lua] zkcoord lock holds the lock until the command's grandchild exits"
+  else
+    fail "[$lua] zkcoord lock holds the lock until the command's grandchild exits (-n -E 3: $rc)"
+  fi
+}
+
 for vm in $vms; do
   tree="$work/tree-$vm"
+  # LuaJIT: luarocks' 5.1 with the README's config, so that the wrapper it
+  # writes runs luajit and the core is built against LuaJIT's headers
+  config=
   if [ "$vm" = luajit ]; then
-    lv=5.1; lua=luajit; vars=(LUA_INCDIR=/usr/include/luajit-2.1)
+    lv=5.1; lua=luajit; config="$work/luarocks-luajit.lua"
+    printf '%s\n' 'lua_interpreter = "luajit"' \
+      'variables = { LUA_INCDIR = "/usr/include/luajit-2.1" }' | as tee "$config" >/dev/null
   else
-    lv=$vm; lua=lua$vm; vars=()
+    lv=$vm; lua=lua$vm
   fi
   if ! command -v "$lua" >/dev/null; then
     fail "$lua not installed (scripts/install-deps.sh)"; continue
   fi
-  if as luarocks --lua-version "$lv" --tree "$tree" install "$rock" "${vars[@]}" >"$work/log" 2>&1; then
+  if as env ${config:+LUAROCKS_CONFIG="$config"} \
+      luarocks --lua-version "$lv" --tree "$tree" install "$rock" >"$work/log" 2>&1; then
     pass "$user installs $(basename "$rock") for $lua into a fresh tree"
   else
     tail -n 30 "$work/log"; fail "$user installs $(basename "$rock") for $lua"; continue
@@ -107,5 +161,6 @@ for vm in $vms; do
   p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
   f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
   passed=$((passed + p)); failed=$((failed + f))
+  command_smoke "$lua" "$tree/bin/zkcoord"
 done
 finish

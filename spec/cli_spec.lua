@@ -6,6 +6,9 @@ local tcpproxy = require "helpers.tcpproxy"
 
 local ROOT = os.getenv("PWD") or "."
 local BIN = ROOT .. "/bin/zkcoord"
+-- The command on another VM: ZKCOORD_CLI_LUA=lua5.4 and ZKCOORD_CLI_CPATH
+-- its core (build-lua5.4/lib/?.so after `scripts/build.sh --lua 5.4`).
+local CLI_LUA, CLI_CPATH = os.getenv("ZKCOORD_CLI_LUA"), os.getenv("ZKCOORD_CLI_CPATH")
 
 local seq = 0
 local function tmpfile(name)
@@ -39,9 +42,12 @@ local function start(args, opts)
     opts = opts or {}
     local h = { out = tmpfile("out"), err = tmpfile("err"), pidf = tmpfile("pid"),
                 rcf = tmpfile("rc") }
-    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf, opts.bin or BIN }
+    local argv = { "sh", "-c", WRAPPER, "sh", h.pidf, h.rcf }
+    if CLI_LUA and not opts.bin then argv[#argv + 1] = CLI_LUA end
+    argv[#argv + 1] = opts.bin or BIN
     for _, a in ipairs(args) do argv[#argv + 1] = tostring(a) end
     local e = env()
+    e.ZKCOORD_CPATH = CLI_LUA and CLI_CPATH or nil
     for k, v in pairs(opts.env or {}) do e[k] = v end
     assert(proc.spawn(argv, { stdout = h.out, stderr = h.err, env = e, owner = true }))
     assert(zk.wait_until(function() return proc.read_file(h.pidf) end, 10),
@@ -115,7 +121,7 @@ describe("zkcoord command #zk", function()
     end)
 
     describe("usage", function()
-        it("exits 64 with the usage on stderr for bad usage", function()
+        it("exits 64 with one line and where the help is on stderr for bad usage", function()
             local cases = {
                 {},
                 { "frobnicate", "/x" },
@@ -139,7 +145,12 @@ describe("zkcoord command #zk", function()
                 local rc, out, err = run(args)
                 assert.are.equal(64, rc, table.concat(args, " ") .. ": " .. err)
                 assert.are.equal("", out)
-                assert.truthy(err:find("usage: zkcoord", 1, true), err)
+                local l = lines(err)
+                assert.are.equal(2, #l, err)
+                assert.truthy(l[1]:find("^zkcoord: "), err)
+                local verb = args[1] and not args[1]:find("^%-") and args[1] ~= "frobnicate" and args[1]
+                assert.are.equal(verb and ("see 'zkcoord " .. verb .. " --help'")
+                                 or "see 'zkcoord --help'", l[2])
             end
         end)
 
@@ -180,6 +191,27 @@ describe("zkcoord command #zk", function()
     end)
 
     describe("plain verbs", function()
+        it("set PATH - reads the data from stdin, as it is", function()
+            local p = root .. "/stdin"
+            assert(admin:create(p, "old"))
+            local argv = { "-c", 'printf "a\\nb\\n" | "$@"', "sh" }
+            if CLI_LUA then argv[#argv + 1] = CLI_LUA end
+            for _, a in ipairs({ BIN, "set", p, "-" }) do argv[#argv + 1] = a end
+            local rc, _, err = run(argv, nil, { bin = "sh" })
+            assert.are.equal(0, rc, err)
+            assert.are.equal("a\nb\n", (admin:get(p)))
+        end)
+
+        it("a bad PATH is told by what is wrong with it", function()
+            for path, says in pairs({ ["/a/b/"] = "PATH must not end with '/': /a/b/",
+                                      ["a/b"] = "PATH must start with '/': a/b",
+                                      ["/a//b"] = "PATH must not contain empty segments: /a//b" }) do
+                local rc, _, err = run({ "get", path })
+                assert.are.equal(64, rc)
+                assert.are.equal("zkcoord: get: " .. says, lines(err)[1])
+            end
+        end)
+
         it("create, get, set, ls, stat, tree, rm, with errors on stderr and status 1", function()
             local p = root .. "/cfg"
             local _
@@ -483,10 +515,11 @@ describe("zkcoord command #zk", function()
             assert.truthy(wait_locks(p, 1))
             assert(proc.kill(h.pid, "TERM"))
             assert.are.equal(143, (h.wait(5)))
-            -- SIGHUP and SIGINT are passed on too
+            -- SIGHUP and SIGINT are passed on too (sh starts its background
+            -- sleep with SIGINT ignored: the trap ends it)
             for _, sig in ipairs({ "HUP", "INT" }) do
                 h = start({ "lock", p, "--", "sh", "-c",
-                            "trap 'exit 9' " .. sig .. "; sleep 30 & wait" })
+                            "trap 'kill $!; exit 9' " .. sig .. "; sleep 30 & wait" })
                 assert.truthy(wait_locks(p, 1))
                 assert(proc.kill(h.pid, sig))
                 assert.are.equal(9, (h.wait(5)), sig)
@@ -577,6 +610,250 @@ describe("zkcoord command #zk", function()
             assert.is_true(took >= 1.0 and took < 6, "took " .. took)
             assert.are.equal("TERM\n", proc.read_file(marker))
             assert.truthy(err:find("lost (", 1, true), err)
+        end)
+    end)
+
+    -- zkcoord runs CMD in a process group of its own and is the subreaper of
+    -- every descendant: the lock is held until no process of the command is
+    -- left, and no process of the command outlives zkcoord.
+    describe("the command's processes", function()
+        -- The pid sh wrote to `file` (waits for it).
+        local function pid_in(file)
+            assert.truthy(zk.wait_until(function()
+                return tonumber(proc.read_file(file) or "")
+            end, 10), file)
+            return tonumber(proc.read_file(file))
+        end
+
+        local function gone(pid)        -- reaped: no /proc entry at all
+            return proc.state(pid) == nil
+        end
+
+        local function until_go(go)     -- sh that waits for file `go`
+            return ("while [ ! -e %s ]; do sleep 0.05; done"):format(go)
+        end
+
+        it("holds the lock until a grandchild that outlives CMD exits", function()
+            local p = root .. "/grand"
+            local shpid, kidpid, go, done = tmpfile("sh"), tmpfile("kid"), tmpfile("go"), tmpfile("done")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
+            local h = start({ "lock", p, "--", "sh", "-c",
+                ("echo $$ > %s; (%s; touch %s) & echo $! > %s; exit 3")
+                    :format(shpid, until_go(go), done, kidpid) })
+            local sh, kid = pid_in(shpid), pid_in(kidpid)
+            assert.truthy(zk.wait_until(function() return gone(sh) end, 10))
+            assert.is_true(proc.alive(kid))
+            assert.are.equal(75, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            assert.is_true(h.running())
+            proc.write_file(go, "")
+            assert.are.equal(3, (h.wait(10)))       -- CMD's status
+            assert.truthy(proc.read_file(done))
+            assert.is_false(proc.alive(kid))
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
+        it("holds the lock until a double-forked daemon exits", function()
+            local p = root .. "/daemon"
+            local dpid, go, done = tmpfile("daemon"), tmpfile("go"), tmpfile("done")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
+            -- the daemon: a new session (setsid), its parent gone at once
+            local h = start({ "lock", p, "--", "sh", "-c",
+                ("(setsid sh -c 'echo $$ > %s; %s; touch %s' </dev/null >/dev/null 2>&1 &); exit 0")
+                    :format(dpid, until_go(go), done) })
+            local d = pid_in(dpid)
+            assert.is_true(proc.alive(d))
+            assert.are.equal(75, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            assert.is_true(h.running())
+            proc.write_file(go, "")
+            assert.are.equal(0, (h.wait(10)))
+            assert.truthy(proc.read_file(done))
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
+        it("SIGTERM to zkcoord ends every process of the group before the lock goes", function()
+            local p = root .. "/term"
+            local sleeppid = tmpfile("sleep")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("sleep 300 & echo $! > %s; wait"):format(sleeppid) })
+            local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+            assert(proc.kill(h.pid, "TERM"))
+            assert.are.equal(143, (h.wait(5)))
+            -- zkcoord ended (and released) only once the sleep was dead
+            assert.is_false(proc.alive(sl))
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
+        it("SIGKILL to zkcoord ends the group within a second, before the lock goes", function()
+            local p = root .. "/kill"
+            local shpid, sleeppid = tmpfile("sh"), tmpfile("sleep")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("echo $$ > %s; sleep 300 & echo $! > %s; wait")
+                                  :format(shpid, sleeppid) })
+            local sh, sl = pid_in(shpid), pid_in(sleeppid)
+            finally(function()
+                for _, pid in ipairs({ sh, sl }) do
+                    if proc.alive(pid) then proc.kill(pid, "KILL") end
+                end
+            end)
+            assert.truthy(wait_locks(p, 1))
+            local t0 = proc.now()
+            assert(proc.kill(h.pid, "KILL"))
+            assert.truthy(zk.wait_until(function()
+                return not proc.alive(sh) and not proc.alive(sl)
+            end, 1), "the command outlived zkcoord by a second")
+            assert.is_true(proc.now() - t0 < 1)
+            -- the killed session still holds the lock (until it expires)
+            assert.are.equal(75, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
+        it("on a lost lock, SIGTERM and then SIGKILL reach the whole group", function()
+            local p = root .. "/lostgroup"
+            local sleeppid = tmpfile("sleep")
+            -- sh ignores SIGTERM; so does its background sleep (trap '' is
+            -- inherited): only SIGKILL ends them
+            local h = start({ "lock", "--grace", "0.5", p, "--", "sh", "-c",
+                              ("trap '' TERM; sleep 300 & echo $! > %s; wait"):format(sleeppid) })
+            local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+            assert.truthy(wait_locks(p, 1))
+            assert(admin:delete(p .. "/" .. locks(p)[1].node))
+            assert.are.equal(71, (h.wait(5)))
+            assert.is_false(proc.alive(sl))
+        end)
+    end)
+
+    describe("the README's cron.d example", function()
+        -- The block as cron reads it: one entry a line, NAME=value lines set
+        -- the environment, an entry is 5 time fields, the user, the command.
+        local function crontab()
+            local readme = assert(proc.read_file(ROOT .. "/README.md"))
+            local block = readme:match("```sh\n(# /etc/cron%.d/[^\n]*\n.-)```")
+            assert.truthy(block, "no cron.d block in README.md")
+            local vars, entries = {}, {}
+            for l in block:gmatch("[^\n]+") do
+                if not l:match("^%s*#") then
+                    assert.is_nil(l:match("\\%s*$"), "a continuation line: " .. l)
+                    local name, value = l:match("^([%a_][%w_]*)=(%S*)$")
+                    if name then
+                        vars[name] = value
+                    else
+                        local f = {}
+                        for w in l:gmatch("%S+") do f[#f + 1] = w end
+                        assert.is_true(#f >= 7, "not an entry: " .. l)
+                        local cmd = l:match("^%s*" .. ("%S+%s+"):rep(6) .. "(.*)$")
+                        entries[#entries + 1] = { user = f[6], cmd = cmd }
+                    end
+                end
+            end
+            return vars, entries
+        end
+
+        it("is one line per entry, and its command runs the job once", function()
+            local vars, entries = crontab()
+            assert.are.equal(1, #entries)
+            assert.truthy(vars.ZKCOORD_SERVERS)
+            -- the job and the servers are this test's; zkcoord is on PATH
+            local bindir, marker = tmpfile("bin"), tmpfile("ran")
+            assert(proc.mkdir_p(bindir))
+            local job = entries[1].cmd:match("(/%S+)$")
+            assert.truthy(job, entries[1].cmd)
+            local cmd = entries[1].cmd:gsub(job:gsub("%p", "%%%0"), bindir .. "/job")
+            proc.write_file(bindir .. "/job", "#!/bin/sh\necho ran >> " .. marker .. "\n")
+            -- zkcoord: a symlink to bin/zkcoord (or a wrapper running it on CLI_LUA)
+            local install = "ln -s " .. BIN .. " " .. bindir .. "/zkcoord"
+            if CLI_LUA then
+                proc.write_file(bindir .. "/zkcoord",
+                                ('#!/bin/sh\nexec %s %s "$@"\n'):format(CLI_LUA, BIN))
+                install = "chmod +x " .. bindir .. "/zkcoord"
+            end
+            assert.are.equal(0, (run({ "-c", "chmod +x " .. bindir .. "/job && " .. install },
+                                     nil, { bin = "sh" })))
+            local path = cmd:match("zkcoord lock.- (/%S+) %-%-")
+            assert.truthy(path, cmd)
+            cmd = cmd:gsub(path:gsub("%p", "%%%0"), root .. path)
+            local e = { PATH = bindir .. ":" .. os.getenv("PATH") }
+            local rc, _, err = run({ "-c", cmd }, nil, { bin = "sh", env = e })
+            assert.are.equal(0, rc, err)
+            assert.are.equal("ran\n", proc.read_file(marker))
+            -- while another host holds the lock: exit 75, the job does not run
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
+            local holder = start({ "lock", root .. path, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(root .. path, 1))
+            assert.are.equal(75, (run({ "-c", cmd }, nil, { bin = "sh", env = e })))
+            assert.are.equal("ran\n", proc.read_file(marker))
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+        end)
+    end)
+
+    describe("flock's options", function()
+        it("-n gives up at once, -E sets that status, -w waits that long", function()
+            local p = root .. "/flock"
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
+            local holder = start({ "lock", p, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(p, 1))
+            assert.are.equal(75, (run({ "lock", "-n", p, "--", "true" })))
+            assert.are.equal(75, (run({ "lock", "--nonblock", p, "--", "true" })))
+            assert.are.equal(9, (run({ "lock", "-n", "-E", "9", p, "--", "true" })))
+            assert.are.equal(9, (run({ "lock", "-nE9", p, "--", "true" })))
+            assert.are.equal(9, (run({ "lock", "--conflict-exit-code", "9", "-n", p, "--", "true" })))
+            local t0 = proc.now()
+            assert.are.equal(75, (run({ "lock", "-w", "0.5", p, "--", "true" })))
+            local took = proc.now() - t0
+            assert.is_true(took >= 0.5, "took " .. took)
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+            assert.are.equal(0, (run({ "lock", "-w1", p, "--", "true" })))
+            -- one of -n, -w and --timeout; -E an exit status
+            assert.are.equal(64, (run({ "lock", "-n", "-w", "1", p, "--", "true" })))
+            assert.are.equal(64, (run({ "lock", "-E", "256", p, "--", "true" })))
+        end)
+
+        it("-c CMD runs through sh -c, after PATH or before it", function()
+            local p = root .. "/flockc"
+            local rc, out = run({ "lock", p, "-c", 'echo "a $ZKCOORD_LOCK_NODE"; exit 4' })
+            assert.are.equal(4, rc)
+            assert.truthy(out:match("^a " .. p:gsub("%p", "%%%0") .. "/_c_%S+%-lock%-%d+\n$"), out)
+            rc, out = run({ "lock", "-c", "echo b", p })
+            assert.are.equal(0, rc)
+            assert.are.equal("b\n", out)
+            assert.are.equal(64, (run({ "lock", p, "-c" })))
+            assert.are.equal(64, (run({ "lock", p, "-c", "true", "extra" })))
+            assert.are.equal(64, (run({ "lock", "-c", "true", p, "--", "true" })))
+        end)
+
+        it("-s takes the shared lock, -x the exclusive one", function()
+            local p = root .. "/flocks"
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
+            local wait_go = ("while [ ! -e %s ]; do sleep 0.05; done"):format(go)
+            local r1 = start({ "lock", "-s", p, "-c", wait_go })
+            local r2 = start({ "lock", "-s", p, "-c", wait_go })
+            assert.truthy(wait_locks(p, 2))
+            local rows = locks(p)
+            assert.are.same({ "holder", "holder" }, { rows[1].state, rows[2].state })
+            assert.are.equal(0, (run({ "lock", "-s", "-n", p, "--", "true" })))
+            assert.are.equal(75, (run({ "lock", "-x", "-n", p, "--", "true" })))
+            assert.are.equal(64, (run({ "lock", "-s", "-x", p, "--", "true" })))
+            proc.write_file(go, "")
+            assert.are.equal(0, (r1.wait(10)))
+            assert.are.equal(0, (r2.wait(10)))
+            assert.are.equal(0, (run({ "lock", "-x", "-n", p, "--", "true" })))
+        end)
+
+        it("-V and --version print the version of lua/zkcoord/version.lua", function()
+            local want = "zkcoord " .. require("zkcoord.version") .. "\n"
+            for _, args in ipairs({ { "--version" }, { "-V" }, { "lock", "-V" },
+                                    { "lock", "--version" } }) do
+                local rc, out, err = run(args)
+                assert.are.equal(0, rc, err)
+                assert.are.equal(want, out)
+            end
         end)
     end)
 

@@ -152,7 +152,110 @@ describe("election #zk", function()
         assert.is_false(a:is_leader())
     end)
 
+    it("token() and node() name our leadership; tokens grow with each leader", function()
+        local a = c:election("/e", { id = "a" })
+        local b = other:election("/e", { id = "b" })
+        assert.same({ nil, "notleader" }, { a:token() })
+        assert.is_nil(a:node())
+        assert.is_true(a:campaign(5))
+        local node = a:node()
+        assert.equal("/e/" .. assert(other:children("/e"))[1], node)
+        -- the leader node's czxid, as the lock's token (seen from another session)
+        local t1 = assert(a:token())
+        assert.equal(assert(other:exists(node)).czxid, t1)
+        assert.same({ nil, "notleader" }, { b:token() })
+        a:resign()
+        assert.same({ nil, "notleader" }, { a:token() })
+        assert.is_true(b:campaign(5))
+        assert.is_true(assert(b:token()) > t1)
+        -- lost with the session: no token
+        assert.truthy(zk.expire_session(other))
+        assert.is_false(b:is_leader())
+        assert.same({ nil, "notleader" }, { b:token() })
+        assert.is_nil(b:node())
+    end)
+
+    it("run(fn) leads while fn runs, resigns when it returns", function()
+        local a = c:election("/e", { id = "a" })
+        local b = other:election("/e", { id = "b" })
+        local x, y = a:run(function(e)
+            assert.equal(a, e)
+            assert.is_true(a:is_leader())
+            assert.same({ nil, "timeout" }, { b:campaign(0) })
+            return "done", 2
+        end)
+        assert.equal("done", x)
+        assert.equal(2, y)
+        assert.is_false(a:is_leader())
+        assert.is_true(b:campaign(5))
+        b:resign()
+        -- an error in fn: resigned, then raised with its traceback
+        local ok, err = pcall(a.run, a, function() error("leader failed") end, { timeout = 5 })
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("leader failed", 1, true))
+        assert.truthy(tostring(err):find("stack traceback", 1, true))
+        assert.is_false(a:is_leader())
+        assert.is_true(b:campaign(5))
+        -- a campaign that fails ends run: fn never runs
+        local called = false
+        assert.same({ nil, "timeout" }, { a:run(function() called = true end, { timeout = 0.2 }) })
+        assert.is_false(called)
+    end)
+
+    it("run with requeue campaigns again after each round, with a new node", function()
+        local a = c:election("/e", { id = "a" })
+        local nodes, tokens = {}, {}
+        local last = a:run(function()
+            assert.is_true(a:is_leader())
+            nodes[#nodes + 1] = a:node()
+            tokens[#tokens + 1] = assert(a:token())
+            -- the previous round's node is gone: only ours is in the line
+            assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+            return #nodes
+        end, { requeue = 2, timeout = 10 })
+        assert.equal(3, last)
+        assert.equal(3, #nodes)
+        assert.is_true(nodes[1] ~= nodes[2] and nodes[2] ~= nodes[3])
+        assert.is_true(tokens[1] < tokens[2] and tokens[2] < tokens[3])
+        assert.is_false(a:is_leader())
+        assert.same({}, (c:children("/e")))
+    end)
+
+    it("run rejoins by itself after the session was lost, unless rejoin = false", function()
+        local a = c:election("/e", { id = "a" })
+        local sessions = {}
+        local res = { a:run(function()
+            sessions[#sessions + 1] = c:session_id()
+            if #sessions == 1 then
+                assert.truthy(zk.expire_session(c))
+                assert.is_false(a:is_leader())
+                return "first"
+            end
+            assert.is_true(a:is_leader())
+            return "second"
+        end, { timeout = 10 }) }
+        assert.same({ "second" }, res)
+        assert.equal(2, #sessions)
+        assert.are_not.equal(sessions[1], sessions[2])
+        -- rejoin = false: run answers the loss
+        local n = 0
+        assert.same({ nil, "lost" }, { a:run(function()
+            n = n + 1
+            assert.truthy(zk.expire_session(c))
+            return "first"
+        end, { timeout = 10, rejoin = false }) })
+        assert.equal(1, n)
+        assert.is_false(a:is_leader())
+    end)
+
     it("raises on bad arguments", function()
+        local e0 = c:election("/e")
+        assert.has_error(function() e0:run("x") end,
+                         "bad argument #1 to 'run' (function expected, got string)")
+        assert.has_error(function() e0:run(function() end, { requeue = -1 }) end,
+                         "bad argument #2 to 'run' (requeue must be a boolean or an integer >= 0)")
+        assert.has_error(function() e0:run(function() end, { bogus = 1 }) end)
+        assert.has_error(function() e0.token({}) end)
         assert.has_error(function() c:election("e") end)
         assert.has_error(function() c:election("/e", { bogus = true }) end)
         assert.has_error(function() c:election("/e", { id = 5 }) end)

@@ -108,6 +108,43 @@ describe("release", function()
         assert.is_truthy(license:find("END OF TERMS AND CONDITIONS", 1, true))
     end)
 
+    it("packs every rockspec offline as the README says, the release after its tag step", function()
+        local readme = read("README.md")
+        -- the README's offline git setting and its release tag command
+        local export = readme:match("\n(export GIT_CONFIG_COUNT=1 .-)\nluarocks pack")
+        assert.truthy(export, "no insteadOf export in README.md")
+        export = export:gsub("\\\n%s*", " ")
+        local tag_cmd = readme:match("\n(git tag %-a v" .. VERSION:gsub("%.", "%%.") .. " [^\n]*)")
+        assert.truthy(tag_cmd, "no release tag step in README.md")
+        assert.truthy(readme:find("luarocks pack rockspec/zkcoord-" .. VERSION .. "-1.rockspec", 1, true))
+        local p = io.popen("mktemp -d /tmp/zkcoord-release.XXXXXX")
+        local tmp = p:read("*l")
+        p:close()
+        -- a clone stands in for the repository; the releaser's tag, on HEAD
+        -- (the push is the releaser's, not ours)
+        local tag_here = tag_cmd:gsub("<commit>", "HEAD"):gsub(" && git push.*$", "")
+        local script = table.concat({
+            "set -e",
+            "git clone -q \"$PWD\" " .. tmp .. "/clone",
+            "git -C " .. tmp .. "/clone -c user.name=r -c user.email=r@localhost " .. tag_here:sub(5),
+            "mkdir " .. tmp .. "/pack",
+            export:gsub("/path/to/clone", tmp .. "/clone"),
+            "cd " .. tmp .. "/pack",
+            "for r in \"$OLDPWD\"/rockspec/*.rockspec; do luarocks pack \"$r\" >/dev/null; done",
+            "ls",
+        }, "\n")
+        p = io.popen("bash -c '" .. script:gsub("'", "'\\''") .. "' 2>&1")
+        local out = p:read("*a")
+        p:close()
+        os.execute("rm -rf " .. tmp)
+        local q = io.popen("ls rockspec")
+        for name in q:lines() do
+            local rock = name:gsub("%.rockspec$", ".src.rock")
+            assert.truthy(out:find(rock, 1, true), out)
+        end
+        q:close()
+    end)
+
     it("gives different node uuids to processes that seed math.random alike", function()
         local cmd = [[luajit -e 'package.path="lua/?.lua;lua/?/init.lua;"..package.path
             package.cpath="]] .. package.cpath .. [[;"..package.cpath

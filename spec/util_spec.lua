@@ -292,3 +292,42 @@ describe("argument errors from any file of the library", function()
         assert.matches("^[^:]*util_spec%.lua:%d+: bad argument #1 to '[%w_.]*fewer_than'", tostring(err))
     end)
 end)
+
+
+describe("util.run_held", function()
+    it("gives back whatever fn did, then returns fn's results or raises its error", function()
+        local log = {}
+        local function done(hold, ok) log[#log + 1] = hold .. " " .. tostring(ok) end
+        -- every result, nils included; a give-back that returns nothing is no failure
+        local function pack(...) return { n = select("#", ...), ... } end
+        assert.same({ n = 3, 1, nil, 3 },
+                    pack(util.run_held(done, "a", function(x) return x, nil, 3 end, 1)))
+        assert.equal("a true", log[1])
+        -- a give-back that fails is the answer: nil, err
+        assert.same({ nil, "lost" }, { util.run_held(function() return nil, "lost" end, "b",
+                                                      function() return "r" end) })
+        -- fn's error comes back after the give-back, with its traceback
+        local ok, err = pcall(util.run_held, done, "c", function() error("bad") end)
+        assert.is_false(ok)
+        assert.equal("c false", log[#log])
+        assert.matches("bad", err)
+        assert.matches("stack traceback", err)
+        -- an error object other than a string comes back as it was
+        local obj = {}
+        ok, err = pcall(util.run_held, done, "d", function() error(obj) end)
+        assert.is_false(ok)
+        assert.equal(obj, err)
+    end)
+
+    it("lets fn yield to whoever resumes its caller", function()
+        local co = coroutine.create(function()
+            local me = coroutine.running()
+            return util.run_held(function() return true end, "h", function()
+                assert.equal(me, util.running())
+                return coroutine.yield("out") .. "!"
+            end)
+        end)
+        assert.same({ true, "out" }, { coroutine.resume(co) })
+        assert.same({ true, "in!" }, { coroutine.resume(co, "in") })
+    end)
+end)

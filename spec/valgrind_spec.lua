@@ -29,7 +29,7 @@ describe("valgrind #zk #nosan #slow", function()
         -- before any libzookeeper frame?
         -- A frame is ours by object (core.so) or, with debug info, by source
         -- file ("(completions.c:35)"): none of ours shares a name with libzookeeper's.
-        local OUR_SOURCES = { core = true, session = true, completions = true,
+        local OUR_SOURCES = { core = true, session = true, completions = true, heartbeat = true,
                               completions_lua = true, convert = true }
         local function our_frame(line)
             local src = line:match("%(([%w_]+)%.c:%d+%)")

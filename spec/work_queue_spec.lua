@@ -36,15 +36,17 @@ c:close()
 ]]
 
 -- Through `hosts` (a proxy), mode "put" puts "first" and says "ready",
--- then puts "once"; mode "ack" takes an item and says "took <data>", then
--- acks it. The second step waits for the file `go`; its result is logged.
+-- then puts "once"; mode "late" likewise, but gives the second put 0.5 s
+-- and then serves its events 5 s more; mode "ack" takes an item and says
+-- "took <data>", then acks it. The second step waits for the file `go`;
+-- its result is logged.
 local LOST_REPLY = [[
 local zkcoord = require "zkcoord"
 local hosts, path, go, mode = ...
 io.stdout:setvbuf("line")
 local c = assert(zkcoord.connect { servers = hosts, session_timeout = 10 })
 local q, item = c:work_queue(path), nil
-if mode == "put" then
+if mode == "put" or mode == "late" then
     assert(q:put("first"))
     io.stdout:write("ready\n")
 else
@@ -53,10 +55,27 @@ else
 end
 while not io.open(go) do c:waiter():sleep(0.01) end
 local ok, err
-if mode == "put" then ok, err = q:put("once") else ok, err = item:ack() end
+if mode == "put" then ok, err = q:put("once")
+elseif mode == "late" then ok, err = q:put("undone", { timeout = 0.5 })
+else ok, err = item:ack() end
 io.stdout:write(mode, " ", tostring(ok), " ", tostring(err), "\n")
+if mode == "late" then c:waiter():sleep(5) end
 c:close()
 ]]
+
+-- Runs spec/peers/kazoo_queue.py (kazoo's LockingQueue, Debian's
+-- python3-kazoo) with `args` after hosts and path; returns its output.
+-- Not under ASan's LD_PRELOAD: Python is not built for it.
+local function kazoo(hosts, path, args)
+    local log = ("%s/wq-kazoo-%d.log"):format(zk.tmpdir(), proc.getpid())
+    os.remove(log)
+    local argv = { "/usr/bin/python3", "spec/peers/kazoo_queue.py", hosts, path }
+    for _, a in ipairs(args) do argv[#argv + 1] = a end
+    local pid = assert(proc.spawn(argv, { stdout = log, stderr = log, env = { LD_PRELOAD = "" } }))
+    assert.truthy(proc.wait_exit(pid, 60), "kazoo did not finish")
+    return proc.read_file(log) or ""
+end
+
 
 -- A proxy to the server, stopped when the test ends.
 local function start_proxy()
@@ -232,6 +251,64 @@ describe("work_queue #zk", function()
         assert.truthy(c:exists("/k/taken/entry-001-0000000002"))
     end)
 
+    it("puts items kazoo's LockingQueue takes in priority, then arrival order", function()
+        -- Mixed: ours, then kazoo's, then ours again, priorities interleaved.
+        local q = c:work_queue("/mixed")
+        local want = {}
+        local function ours(prio, data)
+            assert(q:put(data, { priority = prio }))
+            want[#want + 1] = { prio, #want, data }
+        end
+        ours(100, "z1-100")
+        ours(5, "z2-5")
+        ours(100, "z3-100")
+        local kput = { { 5, "k1-5" }, { 100, "k2-100" }, { 0, "k3-0" }, { 5, "k4-5" } }
+        local args = { "put" }
+        for _, k in ipairs(kput) do
+            args[#args + 1] = k[1] .. ":" .. k[2]
+            want[#want + 1] = { k[1], #want, k[2] }
+        end
+        assert.equal("", kazoo(zk.hosts() .. root, "/mixed", args))
+        ours(5, "z4-5")
+        ours(999, "z5-999")
+        ours(0, "z6-0")
+        -- our names are kazoo's: entry-<ppp>-<seq>
+        local names = assert(c:children("/mixed/entries"))
+        table.sort(want, function(a, b)
+            if a[1] ~= b[1] then return a[1] < b[1] end
+            return a[2] < b[2]
+        end)
+        local expect = {}
+        for i, w in ipairs(want) do expect[i] = w[3] end
+        local got = {}
+        for line in kazoo(zk.hosts() .. root, "/mixed", { "take", "20", "1" }):gmatch("[^\n]+") do
+            got[#got + 1] = line
+        end
+        table.insert(expect, "none")
+        assert.same(expect, got)
+        assert.equal(0, q:len())
+        for _, name in ipairs(names) do
+            assert.matches("^entry%-%d%d%d%-%d%d%d%d%d%d%d%d%d%d$", name)
+        end
+    end)
+
+    it("still takes items named as before (_c_<uuid>-p<ppp>-entry-<seq>), in order", function()
+        assert(c:create("/old/entries", nil, { parents = true }))
+        local e = "/old/entries/"
+        assert(c:create(e .. "_c_11111111-1111-4111-8111-111111111111-p100-entry-", "old-100",
+                        { sequential = true }))
+        assert(c:work_queue("/old"):put("new-100"))
+        assert(c:create(e .. "_c_22222222-2222-4222-8222-222222222222-p005-entry-", "old-5",
+                        { sequential = true }))
+        assert(c:work_queue("/old"):put("new-5", { priority = 5 }))
+        local q = other:work_queue("/old")
+        for _, want in ipairs({ "old-5", "new-5", "old-100", "new-100" }) do
+            local item = assert(q:take(1))
+            assert.equal(want, item.data)
+            assert.is_true(item:ack())
+        end
+    end)
+
     it("a put whose reply was lost is not put again when its item was acked meanwhile", function()
         -- The producer's put reaches the server, a consumer takes and acks
         -- the item, the put's reply is lost. The producer reconnects in the
@@ -265,6 +342,23 @@ describe("work_queue #zk", function()
                                     10, slow), "the late item stayed")
         assert.truthy(zk.wait_until(function() return #assert(other:children("/late/puts")) == 0 end,
                                     10, slow), "the late receipt stayed")
+    end)
+
+    it("a put given up on whose reply was lost is undone: its item found by czxid", function()
+        -- The put reaches the server, the producer stops waiting (timeout),
+        -- the reply is lost; back in the same session, its receipt says the
+        -- put happened, and the item with the receipt's czxid is deleted.
+        local q = c:work_queue("/undo")
+        local log = reply_lost(pids, "late", root .. "/undo", "ready", function()
+            assert.is_true(assert(q:take(5)):ack())    -- "first"
+            assert.truthy(zk.wait_until(function() return q:len() == 1 end, 2 * DELAY, c),
+                          "the put did not reach the server")
+            -- kazoo's name on an item a put may undo
+            assert.matches("^entry%-100%-", assert(c:children("/undo/entries"))[1])
+        end)
+        assert.equal("late nil timeout", log:match("late [^\n]*"))
+        assert.truthy(zk.wait_until(function() return q:len() == 0 end, 10, c), "the item stayed")
+        assert.same({}, assert(c:children("/undo/puts")))
     end)
 
     it("an ack whose reply was lost answers true when it happened", function()

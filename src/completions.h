@@ -24,10 +24,13 @@ enum {
 enum { OPT_CREATE = 1, OPT_DELETE = 2, OPT_SET = 3, OPT_CHECK = 4 };
 
 struct zkq;
+struct heartbeat;
 
 typedef struct record {
     struct record *next;
     struct zkq *queue;       /* where the completion pushes it */
+    struct heartbeat *hb;    /* replies: the session's clock, read only by the completion */
+    double sent;             /* replies: monotonic time the request was submitted */
     double id;               /* request id, watch id or session serial */
     int kind;                /* REC_* */
     int op;                  /* OP_* for replies */

@@ -14,6 +14,7 @@
 #endif
 
 #include "convert.h"
+#include "process.h"
 #include "session.h"
 
 /* CMake defines it from lua/zkcoord/version.lua, the only place it is set. */
@@ -289,6 +290,7 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
     lua_setfield(L, -2, "c");
     push_codes(L);
     lua_setfield(L, -2, "codes");
+    process_push(L); lua_setfield(L, -2, "process");   /* the command's process calls */
     lua_pushliteral(L, ZKCOORD_CORE_VERSION);
     lua_setfield(L, -2, "_VERSION");
     lua_pushstring(L, ZOO_VERSION);

@@ -22,11 +22,13 @@
 #include <unistd.h>
 
 #include "convert.h"
+#include "heartbeat.h"
 #include "session.h"
 
 typedef struct session_ctx {
     zkq *q;
     double serial;
+    heartbeat hb;        /* when the server last answered (heartbeat.c) */
 } session_ctx;
 
 typedef struct session {
@@ -64,6 +66,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     (void)path;
     if (type != ZOO_SESSION_EVENT)
         return;
+    if (state == ZOO_CONNECTED_STATE)
+        heartbeat_connected(&sc->hb);
     r = record_new(sc->q, REC_SESSION);
     if (!r)
         return;
@@ -96,7 +100,15 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
 }
 
 /* ZK THREAD (all completions below): copy what libzookeeper lends us into
- * the record it carries, then push it. */
+ * the record it carries, then push it (reply_push: the answer also moves
+ * the session's clock). */
+static void reply_push(record *r)
+{
+    if (r->hb)
+        heartbeat_heard(r->hb, r->sent, r->rc);
+    queue_push(r->queue, r);
+}
+
 static void set_stat(record *r, const struct Stat *st)
 {
     if (st) {
@@ -121,7 +133,7 @@ static void done_void(int rc, const void *data)
 {
     record *r = (record *)data;
     r->rc = rc;
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_stat(int rc, const struct Stat *st, const void *data)
@@ -129,7 +141,7 @@ static void done_stat(int rc, const struct Stat *st, const void *data)
     record *r = (record *)data;
     r->rc = rc;
     set_stat(r, st);
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_data(int rc, const char *value, int len, const struct Stat *st, const void *data)
@@ -139,7 +151,7 @@ static void done_data(int rc, const char *value, int len, const struct Stat *st,
     if (rc == ZOK)
         set_string(r, value ? value : "", value ? len : 0);
     set_stat(r, st);
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_string(int rc, const char *value, const void *data)
@@ -148,7 +160,7 @@ static void done_string(int rc, const char *value, const void *data)
     r->rc = rc;
     if (value)
         set_string(r, value, (int)strlen(value));
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_string_stat(int rc, const char *value, const struct Stat *st, const void *data)
@@ -158,7 +170,7 @@ static void done_string_stat(int rc, const char *value, const struct Stat *st, c
     if (value)
         set_string(r, value, (int)strlen(value));
     set_stat(r, st);
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_strings_stat(int rc, const struct String_vector *sv, const struct Stat *st,
@@ -179,7 +191,7 @@ static void done_strings_stat(int rc, const struct String_vector *sv, const stru
         }
     }
     set_stat(r, st);
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 static void done_acl(int rc, struct ACL_vector *acl, struct Stat *st, const void *data)
@@ -199,7 +211,7 @@ static void done_acl(int rc, struct ACL_vector *acl, struct Stat *st, const void
         }
     }
     set_stat(r, st);
-    queue_push(r->queue, r);
+    reply_push(r);
 }
 
 /* ---- Lua side --------------------------------------------------------------- */
@@ -247,6 +259,8 @@ static record *new_request(lua_State *L, session *s, int op)
         luaL_error(L, "out of memory");
     r->op = op;
     r->id = s->ctx->q->next_id++;
+    r->hb = &s->ctx->hb;
+    r->sent = monotonic_now();
     return r;
 }
 
@@ -442,6 +456,7 @@ static int session_remove_watch(lua_State *L)
          * local too (no network, no wait): complete the record ourselves. */
         r->rc = zoo_remove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
                                    (void *)(intptr_t)id, 1);
+        r->hb = NULL;   /* answered locally: the server heard nothing */
         queue_push(r->queue, r);
         zk_pushid(L, r->id);
         return 1;
@@ -552,6 +567,8 @@ static int session_multi(lua_State *L)
         lua_pop(L, 1);
     }
     r->id = s->ctx->q->next_id++;
+    r->hb = &s->ctx->hb;
+    r->sent = monotonic_now();
     rc = zoo_amulti(s->zh, n, ops, record_multi_results(r), done_void, r);
     for (i = 0; i < n; i++)
         convert_free_acl(&acls[i]);
@@ -581,15 +598,40 @@ static int session_timeout(lua_State *L)
     return 1;
 }
 
+/* s:last_heard() -> monotonic seconds (core.now's clock): the send time of
+ * the latest request the server answered, or of the latest handshake. */
+static int session_last_heard(lua_State *L)
+{
+    session *s = check_session(L);
+    lua_pushnumber(L, s->ctx ? heartbeat_last(&s->ctx->hb) : 0);
+    return 1;
+}
+
+/* s:heartbeat(seconds): send a heartbeat when no answer came for that
+ * long (0: never). Lua picks it from the negotiated timeout. */
+static int session_heartbeat(lua_State *L)
+{
+    session *s = check_session(L);
+    double interval = luaL_checknumber(L, 2);
+    luaL_argcheck(L, interval >= 0 && interval < 1e9, 2, "interval out of range");
+    if (s->ctx)
+        heartbeat_set_interval(&s->ctx->hb, interval);
+    return 0;
+}
+
 static void session_destroy(session *s)
 {
     if (!s->zh)
         return;
     if (s->fork_gen == fork_generation) {
+        /* The heartbeat thread calls into the handle: join it first. */
+        heartbeat_stop(&s->ctx->hb);
         /* Runs outstanding completions with ZCLOSING on this thread: they push
-         * to the queue, whose mutex we do not hold. */
+         * to the queue, whose mutex we do not hold, and touch the heartbeat,
+         * which lives until here. */
         zookeeper_close(s->zh);
         s->zh = NULL;
+        heartbeat_destroy(&s->ctx->hb);
         queue_unref(s->ctx->q);
         free(s->ctx);
     } else {
@@ -628,6 +670,7 @@ int session_open(lua_State *L)
     clientid_t cid, *cidp = NULL;
     session *s;
     session_ctx *ctx;
+    int rc;
     luaL_argcheck(L, timeout > 0, 3, "session timeout must be positive");
     if (hex) {
         luaL_argcheck(L, convert_parse_hex64(hex, &cid.client_id), 5, "bad session id");
@@ -645,6 +688,7 @@ int session_open(lua_State *L)
     ctx->q = q;
     ctx->serial = serial;
     queue_ref(q);
+    heartbeat_init(&ctx->hb);
     s->ctx = ctx;
     pthread_once(&atfork_once, register_atfork);
     s->pid = getpid();
@@ -653,12 +697,20 @@ int session_open(lua_State *L)
     s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
     if (!s->zh) {
         int e = errno;
+        heartbeat_destroy(&ctx->hb);
         queue_unref(q);
         free(ctx);
         s->ctx = NULL;
         lua_pushnil(L);
         lua_pushstring(L, e == EINVAL ? "invalid" : "systemerror");
         lua_pushstring(L, e ? strerror(e) : "zookeeper_init failed");
+        return 3;
+    }
+    if ((rc = heartbeat_start(&ctx->hb, s->zh)) != 0) {
+        session_destroy(s);
+        lua_pushnil(L);
+        lua_pushstring(L, "systemerror");
+        lua_pushfstring(L, "cannot start the heartbeat thread: %s", strerror(rc));
         return 3;
     }
     /* libzookeeper re-resolves the host list every time it polls its socket
@@ -685,6 +737,8 @@ void session_register(lua_State *L)
         {"multi", session_multi},
         {"client_id", session_client_id},
         {"timeout", session_timeout},
+        {"last_heard", session_last_heard},
+        {"heartbeat", session_heartbeat},
         {"close", session_close},
         {NULL, NULL}
     };

@@ -24,15 +24,26 @@
 -- another should pause its work while client:state() ~= "connected".
 -- Session loss ("lost", or suspended for the whole session timeout), or
 -- our node deleted by someone else: is_leader() turns false at once and
--- on_revoked callbacks run. We do not campaign again by ourselves: call
--- campaign() again to rejoin (Curator's LeaderLatch rejoins; kazoo's
--- Election returns from run(); we leave the choice to the caller).
+-- on_revoked callbacks run. A candidate still waiting in campaign() joins
+-- the line again by itself in the new session. A leader that campaign()
+-- made does not campaign again by itself: call campaign() to rejoin. One
+-- that run() made does (Curator's LeaderLatch rejoins): run() campaigns
+-- again after a session loss, unless opts.rejoin is false.
+--
+-- Fencing: token() is the czxid of our node while we lead, as the lock's
+-- token(): it grows with every leadership, so a resource that refuses a
+-- token lower than the last it saw refuses a leader deposed meanwhile.
+--
+-- Scoped leadership: run(fn, opts) campaigns, runs fn(e) while leader and
+-- resigns when fn returns (kazoo's Election.run, Curator's
+-- LeaderSelector); opts.requeue campaigns again after each round.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 
 local type, setmetatable = type, setmetatable
 local remaining, argerror, call_all = util.remaining, util.argerror, util.call_all
+local select, unpack = select, require("zkcoord.compat").unpack
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -91,6 +102,7 @@ function _M:campaign(timeout)
     if self:is_leader() then
         return true
     end
+    self._lost = nil        -- campaigning again acknowledges an earlier loss
     local client = self.client
     local deadline = util.deadline(timeout)
     if self._q then
@@ -146,6 +158,8 @@ function _M:_supervise(q)
         if self._q == q then
             self._q = nil
         end
+        -- resign() answers "lost" once for a leadership that ended unasked
+        self._lost = reason ~= "resigned" or nil
         call_all(client, self._revoked_fns, "election on_revoked", reason)
     end
     self._revoke_q = q
@@ -157,23 +171,25 @@ end
 --- Gives up leadership, or stops campaigning. The node is deleted without
 --- waiting (ordered before this session's next request, retried until done).
 --- on_revoked callbacks run with reason "resigned" if we were leader.
----@return true
+--- After leadership was lost (session ended, node deleted, or the session
+--- not heard from for its timeout) the first resign() returns nil, "lost"
+--- (on_revoked has run with the reason before).
+---@return true|nil ok, string? err "lost"
 function _M:resign()
     check_self(self, "resign")
     local q = self._q
-    if not q then
-        return true
-    end
-    local was = q:is_through()
-    q:leave()
-    if self._revoke_q == q then
-        if was then
-            self._revoke("resigned")
-        else
-            self._revoke("sessionexpired")   -- lost, and not told yet
+    if q then
+        local was = q:is_through()     -- first: a loss found now is reported
+        q:leave()
+        if self._revoke_q == q then
+            self._revoke(was and "resigned" or "sessionexpired")
         end
+        self._q = nil
     end
-    self._q = nil
+    if self._lost then
+        self._lost = nil
+        return nil, "lost"
+    end
     return true
 end
 
@@ -184,6 +200,93 @@ function _M:is_leader()
     check_self(self, "is_leader")
     local q = self._q
     return q ~= nil and q:is_through()
+end
+
+
+--- The fencing token of our leadership: our node's czxid (see the header).
+---@return number|nil token, string? err "notleader"
+function _M:token()
+    check_self(self, "token")
+    if not self:is_leader() then
+        return nil, "notleader"
+    end
+    return self._q:stat().czxid
+end
+
+
+--- The path of our node while we lead (nil otherwise).
+---@return string|nil
+function _M:node()
+    check_self(self, "node")
+    if not self:is_leader() then
+        return nil
+    end
+    return self._q:node()
+end
+
+
+local RUN_KEYS = { "timeout", "requeue", "rejoin" }
+
+
+-- run()'s give-back: resign, noting whether leadership ended while fn ran
+-- (the session, or our node deleted), so that run() may rejoin.
+local function resign_after(self)
+    self._run_lost = not self:is_leader()
+    return self:resign()
+end
+
+
+local function pack(...)
+    return { n = select("#", ...), ... }
+end
+
+
+---@class zkcoord.election_run_opts
+---@field timeout number? each campaign's timeout (nil: as long as it takes)
+---@field requeue boolean|integer? campaign again after fn returns: true as long as the
+---   client is open, n: n more rounds (default false: one round)
+---@field rejoin boolean? default true: a round whose leadership was lost while fn ran
+---   (session lost, node deleted) campaigns again, and is not counted as a requeue
+
+--- Campaigns, runs fn(e) while leader and resigns when it returns, whatever
+--- it did (fn should return soon after is_leader() turns false, or watch
+--- on_revoked). An error in fn is raised again after the resign, with its
+--- traceback. Returns the last round's fn results; nil, err when a campaign
+--- failed ("timeout", "closed" ...), or "lost" for a lost leadership with
+--- rejoin = false.
+---@param fn function fn(e)
+---@param opts zkcoord.election_run_opts?
+---@return any ... fn's results, or nil, err
+function _M:run(fn, opts)
+    check_self(self, "run")
+    util.check_fn(fn, "run", 1)
+    opts = util.check_opts(opts, RUN_KEYS, "run", 2)
+    local timeout = util.check_timeout(opts.timeout, "run", 2)
+    local requeue = opts.requeue or 0
+    if requeue == true then
+        requeue = math.huge
+    elseif type(requeue) ~= "number" or requeue < 0 or requeue % 1 ~= 0 then
+        argerror(2, "run", "requeue must be a boolean or an integer >= 0")
+    end
+    local rejoin = opts.rejoin ~= false
+    local rounds = 0
+    while true do
+        local ok, err, detail = self:campaign(timeout)
+        if not ok then
+            return nil, err, detail
+        end
+        local res = pack(util.run_held(resign_after, self, fn, self))
+        local lost = self._run_lost
+        if lost and not rejoin then
+            return nil, "lost"
+        end
+        if not lost then
+            rounds = rounds + 1
+            if rounds > requeue or self.client:is_closed() then
+                return unpack(res, 1, res.n)
+            end
+        end
+    end
 end
 
 

@@ -63,4 +63,15 @@ for method, modname in pairs(RECIPES) do
     end
 end
 
+-- zkcoord.lock (zkcoord.election ...) is the recipe's module, loaded on first
+-- use, so zkcoord.lock.revoke(client, node) works without a require of its own.
+setmetatable(_M, { __index = function(t, k)
+    local modname = RECIPES[k]
+    if modname then
+        local m = require(modname)
+        rawset(t, k, m)
+        return m
+    end
+end })
+
 return _M

@@ -268,15 +268,24 @@ end
 
 
 --- Is our node alive and through, in the current session (or, for a node
---- that outlives sessions, while the client is open)?
+--- that outlives sessions, while the client is open)? What already reached
+--- the process is taken first (client:current_state(): queued records,
+--- the clock rule, queued callbacks): a loss is reported to on_lost before
+--- this answers false.
 function _M:is_through()
     check_self(self, "is_through")
-    local c = self.client
-    if self.persistent then
-        return self._through and not c:is_closed()
+    if not self._through then
+        return false
     end
-    return self._through and self._serial == c:serial()
-           and c:state() ~= "lost" and c:state() ~= "closed"
+    local c = self.client
+    local st = c:current_state()
+    if self.persistent then
+        return self._through and st ~= "closed"
+    end
+    if self._through and (self._serial ~= c:serial() or st == "lost") then
+        self:_lost("sessionexpired")    -- told before the answer, whatever the waiter
+    end
+    return self._through and st ~= "closed"
 end
 
 
@@ -294,6 +303,8 @@ function _M:seq()
 end
 
 
+--- Our node's create stat (stat.czxid: a fencing token; nil while not in
+--- the line).
 function _M:stat()
     check_self(self, "stat")
     return self._stat

@@ -49,7 +49,6 @@ local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
-local running = coroutine.running
 local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -119,7 +118,7 @@ function _M:_owner()
             return o
         end
     end
-    return running() or MAIN
+    return util.running() or MAIN    -- util: inside run()'s fn on Lua 5.1 too
 end
 
 
@@ -255,6 +254,21 @@ function _M:release()
     self._holds[owner] = nil
     h.q:leave()
     return true
+end
+
+
+--- Runs fn(...) holding the lock: acquire(timeout), then fn protected,
+--- then release, whatever fn did. Returns fn's results; nil, err when the
+--- acquire failed ("timeout" ...) or the hold was lost while fn ran
+--- ("lost": fn ran, but another process may have held the lock meanwhile).
+--- An error in fn is raised again after the release, with its traceback.
+--- Inside fn, held() and token() answer for the hold (same owner).
+---@param fn function
+---@param timeout number? as acquire's
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    return util.acquire_run(self, self.release, false, fn, timeout, ...)
 end
 
 

@@ -93,6 +93,7 @@ end
 ---@return true|nil ok, string? err
 function _M:release()
     check_self(self, "release")
+    self.client:current_state()    -- a loss that reached the process, first
     if self._lost then
         self._lost = false
         for i = #self.locks, 1, -1 do
@@ -111,6 +112,17 @@ function _M:release()
         return nil, first
     end
     return true
+end
+
+
+--- Runs fn(...) holding every lock (acquire(timeout), fn protected,
+--- release whatever fn did), as lock:run: fn's results; nil, err when the
+--- acquire failed or a lock was lost while fn ran ("lost"); an error in fn
+--- is raised again after the release.
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    return util.acquire_run(self, self.release, false, fn, timeout, ...)
 end
 
 

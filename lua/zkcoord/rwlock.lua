@@ -52,7 +52,7 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 
-local type, error, setmetatable = type, error, setmetatable
+local type, setmetatable = type, setmetatable
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -116,7 +116,7 @@ function _M.new(client, path, opts)
     local downgrade = downgrade_driver(function() return wl:held() end)
     wl = lock.new(client, path, lopts, WRITE_DRIVER, function()
         if rl:held() then
-            error(UPGRADE_MSG, 3)
+            util.raise(UPGRADE_MSG)    -- blames the caller of acquire or run
         end
     end)
     rl = lock.new(client, path, lopts, READ_DRIVER, function()

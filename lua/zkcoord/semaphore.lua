@@ -187,6 +187,17 @@ function _M:acquire(timeout)
 end
 
 
+--- Runs fn(lease, ...) holding a lease: acquire(timeout), fn protected,
+--- the lease released whatever fn did. fn's results; nil, err when the
+--- acquire failed or the lease was lost while fn ran ("lost"); an error in
+--- fn is raised again after the release, with its traceback.
+---@return any ... fn's results, or nil, err
+function _M:run(fn, timeout, ...)
+    check_self(self, "run")
+    return util.acquire_run(self, Lease.release, true, fn, timeout, ...)
+end
+
+
 --- How many leases are held now (one children() round trip).
 ---@return integer|nil count, string? err
 function _M:leases()
@@ -232,8 +243,8 @@ function Lease:release()
     if not q then
         return nil, "notheld"
     end
+    local held = q:is_through()     -- first: a loss found now reaches on_lost
     self._q = nil
-    local held = q:is_through()
     q:leave()
     if not held then
         return nil, "lost"

@@ -8,17 +8,21 @@
 --
 -- Node layout (kazoo's LockingQueue, so kazoo consumers take our items and
 -- we take theirs): items are persistent-sequential nodes under
--- <path>/entries, named _c_<uuid>-p<priority>-entry-<seq>, or kazoo's
--- entry-<priority>-<seq>, both read. A put is one multi: the item and its
--- receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the putting
--- session, deleted once the put is known to have happened. A put whose
--- reply was lost asks the receipt, once connected again: only we delete
--- it, so it is there exactly when the put happened, even when a consumer
--- took and acked the item meanwhile (a put that looked for its item
--- instead would not find it then, and put it twice). Only when the session
--- ended with the put in flight does the put look for its item by its uuid,
--- and put it again if it is not there (it may have been acked already:
--- the one case where an item may be delivered twice).
+-- <path>/entries named as kazoo names them, entry-<priority>-<seq> (three
+-- digits, then the server's ten): kazoo's consumer sorts the raw names,
+-- which is priority, then arrival order, for ours and its own alike.
+-- Items named _c_<uuid>-p<priority>-entry-<seq> (the names this library
+-- gave before) are still taken, in the same order. A put is one multi: the
+-- item and its receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the
+-- putting session, deleted once the put is known to have happened. A put
+-- whose reply was lost asks the receipt, once connected again: only we
+-- delete it, so it is there exactly when the put happened, even when a
+-- consumer took and acked the item meanwhile. The receipt and the item are
+-- made by one transaction, so they share a czxid: a put given up on is
+-- undone by deleting the item with the receipt's czxid. Only when the
+-- session ended with the put in flight (the receipt went with it) can the
+-- outcome not be learnt: the put is sent again, and the item may be there
+-- twice (the one case where an item may be delivered twice).
 --
 -- A consumer claims an item by creating the ephemeral <path>/taken/<item
 -- name> (data: its id); ack() deletes claim and item in one multi,
@@ -104,10 +108,30 @@ local function when_back(client, sid, fn)
 end
 
 
+-- Deletes the item named `marker`<seq> that was created with zxid
+-- `czxid` (its receipt's: one multi made both), if it is still there. One
+-- listing, then a pipelined exists per candidate; nothing waits.
+local function drop_item_of(self, marker, czxid)
+    local client = self.client
+    client:send("children", self.entries):on_done(function(names)
+        for _, name in ipairs(names or {}) do
+            if sub(name, 1, #marker) == marker then
+                local path = self.entries .. "/" .. name
+                client:send("exists", path):on_done(function(st)
+                    if st and st.czxid == czxid then
+                        client:delete_guaranteed(path, nil, true)
+                    end
+                end)
+            end
+        end
+    end)
+end
+
+
 -- A put we gave up on ("timeout") is undone if it happened after all: its
--- item (found by the uuid prefix when the reply was lost) and its receipt
--- deleted, as the caller was told it failed.
-local function undo_put(self, sid, prefix, receipt, made, err)
+-- item (when the reply was lost, the one with the receipt's czxid) and
+-- its receipt deleted, as the caller was told it failed.
+local function undo_put(self, sid, marker, receipt, made, err)
     local client = self.client
     if made then
         client:delete_guaranteed(made[1].path, nil, true)
@@ -119,31 +143,10 @@ local function undo_put(self, sid, prefix, receipt, made, err)
                     return
                 end
                 client:delete_guaranteed(receipt)
-                client:send("children", self.entries):on_done(function(names)
-                    for _, name in ipairs(names or {}) do
-                        if sub(name, 1, #prefix) == prefix then
-                            client:delete_guaranteed(self.entries .. "/" .. name, nil, true)
-                        end
-                    end
-                end)
+                drop_item_of(self, marker, st.czxid)
             end)
         end)
     end
-end
-
-
--- Is our item, named with `prefix`, in the queue? true, false, or nil, err.
-local function find_item(self, prefix, deadline)
-    local names, err = self.client:read_until(deadline, "children", self.entries)
-    if not names then
-        return nil, err
-    end
-    for _, name in ipairs(names) do
-        if sub(name, 1, #prefix) == prefix then
-            return true
-        end
-    end
-    return false
 end
 
 
@@ -152,11 +155,10 @@ end
 -- and "nonode" that a parent is missing.
 local function put_once(self, data, marker, deadline)
     local client = self.client
-    local prefix = "_c_" .. uuid() .. "-"
-    local receipt = self.puts .. "/" .. prefix .. "put"
+    local receipt = self.puts .. "/_c_" .. uuid() .. "-put"
     local sid = client:session_id()
     local f = client:send("multi", {
-        { op = "create", path = self.entries .. "/" .. prefix .. marker, data = data,
+        { op = "create", path = self.entries .. "/" .. marker, data = data,
           sequential = true },
         { op = "create", path = receipt, ephemeral = true },
     })
@@ -165,7 +167,7 @@ local function put_once(self, data, marker, deadline)
         client:delete_guaranteed(receipt)
         return true
     elseif err == "timeout" then
-        f:on_done(function(late, lerr) undo_put(self, sid, prefix, receipt, late, lerr) end)
+        f:on_done(function(late, lerr) undo_put(self, sid, marker, receipt, late, lerr) end)
         return nil, "timeout"
     elseif not unknown_outcome[err] then
         return nil, err    -- not applied: a multi is all or nothing
@@ -182,18 +184,13 @@ local function put_once(self, data, marker, deadline)
         elseif st == false then
             return nil, err    -- it did not happen: again
         elseif client:session_id() == sid then
-            undo_put(self, sid, prefix, receipt, nil, err)
+            undo_put(self, sid, marker, receipt, nil, err)
             return nil, serr or "timeout"
         end
     end
-    -- The session ended, and the receipt with it: look for the item.
-    local found, ferr = find_item(self, prefix, deadline)
-    if found then
-        return true
-    elseif found == nil then
-        return nil, ferr
-    end
-    return nil, "sessionexpired"    -- not there: again
+    -- The session ended, and the receipt with it: the outcome is lost.
+    -- Again (see the header: the item may be there twice).
+    return nil, "sessionexpired"
 end
 
 
@@ -216,7 +213,7 @@ function _M:put(data, opts)
         timeout = client:request_timeout()    -- 0: one try, bounded like a request
     end
     local deadline = now() + timeout
-    local marker = format("p%03d-entry-", prio)
+    local marker = format("entry-%03d-", prio)     -- kazoo's name: entry-<ppp>-<seq>
     local ok, err
     for _ = 1, MAX_RACES do
         ok, err = retry(client, deadline, UNTIL_DEADLINE, put_once, self, data, marker, deadline)
@@ -481,6 +478,35 @@ function _M:take(timeout)
 end
 
 
+-- After process()'s fn: ack when it returned, else give the item back.
+local function settle_item(item, ok)
+    if ok then
+        return item:ack()
+    end
+    return item:release()
+end
+
+
+--- Takes an item (as take(timeout)) and runs fn(data, item) protected:
+--- when fn returns, the item is acked, when it raises, given back (and the
+--- error raised again, with its traceback, after that). fn's results;
+--- nil, err when no item came ("timeout" ...) or the ack failed ("lost":
+--- our session ended, the item is back in the queue for another).
+---@param fn function fn(data, item)
+---@param timeout number? as take's
+---@return any ... fn's results, or nil, err
+function _M:process(fn, timeout)
+    check_self(self, "process")
+    util.check_fn(fn, "process", 1)
+    util.check_timeout(timeout, "process", 2)
+    local item, err, detail = self:take(timeout)
+    if not item then
+        return nil, err, detail
+    end
+    return util.run_held(settle_item, item, fn, item.data, item)
+end
+
+
 -- ---------------------------------------------------------------------------
 -- Claims: what the client's registry holds for a taken item (own_node). In
 -- nginx a request that ends holding the item gives it back. A lost
@@ -490,12 +516,14 @@ end
 -- claim answers as a queue position does (node, is_through, leave).
 
 --- The claim node's path (nil once let go).
+--- @local
 function Claim:node()
     return self._node
 end
 
 
 --- A claim is held from the start: there is no line to wait in.
+--- @local
 function Claim:is_through()
     return self._node ~= nil
 end
@@ -503,6 +531,7 @@ end
 
 --- Gives the item back (not waited for; retried until done), while the
 --- session that took it lives.
+--- @local
 function Claim:leave()
     local node = self._node
     if node then
@@ -514,6 +543,7 @@ end
 
 
 --- The claim node is gone (acked, released, or with its session).
+--- @local
 function Claim:forget()
     if self._node then
         self.client:disown_node(self._node)
@@ -527,7 +557,12 @@ end
 
 -- Is our claim still ours? It lives as long as the session that made it.
 local function claimed(self)
-    return self.claim ~= nil and self._sid ~= nil and self._sid == self.queue.client:session_id()
+    if self.claim == nil or self._sid == nil then
+        return false
+    end
+    local client = self.queue.client
+    client:current_state()     -- what reached the process, and the clock rule, first
+    return self._sid == client:session_id()
 end
 
 

@@ -1,17 +1,54 @@
 -- zkcoord.cli.args: reading the command line: options (long, short,
 -- --name=value), the PATH operand, the number of operands a verb takes. A
--- mistake ends the command with the verb's help (status 64). Not a public
--- API.
+-- mistake ends the command with one line and a pointer to the verb's help
+-- (status 64). Not a public API.
 local help = require "zkcoord.cli.help"
 local ex = require "zkcoord.cli.exit"
+
+local VERSION = require "zkcoord.version"
+local checks = require "zkcoord.client.checks"
 
 local exit, usage = ex.exit, ex.usage
 
 local _M = {}
 
--- spec: option name -> "flag" | "number" | "string" (long: "--x", short: "-x").
--- Parses options up to the first operand (or "--"); returns opts, index of the
--- first operand. --help anywhere among the options asks for help.
+-- `value` as option `name` of `kind` takes it ("number": seconds >= 0;
+-- "code": an exit status 0-255; "string").
+local function convert(verb, name, kind, value)
+    if kind == "number" then
+        local n = tonumber(value)
+        if not n or n ~= n or n < 0 or n == math.huge then
+            usage(verb, "zkcoord: " .. name .. " needs a number of seconds >= 0, got '" .. value .. "'")
+        end
+        return n
+    elseif kind == "code" then
+        local n = value:match("^%d+$") and tonumber(value)
+        if not n or n > 255 then
+            usage(verb, "zkcoord: " .. name .. " needs an exit status 0-255, got '" .. value .. "'")
+        end
+        return n
+    end
+    return value
+end
+
+-- The value of option `name`: `value` (joined to it: --x=V, -xV), else
+-- args[i + 1]. Returns it and the index of the last argument used.
+local function value_of(verb, name, kind, value, args, i)
+    if value == nil then
+        i = i + 1
+        value = args[i]
+        if value == nil then
+            usage(verb, "zkcoord: " .. name .. " needs a value")
+        end
+    end
+    return convert(verb, name, kind, value), i
+end
+
+-- spec: option name -> "flag" | "number" | "code" | "string" (long: "--x",
+-- short: "-x"; short ones cluster, -nx, and take a value joined, -w5, or
+-- next, -w 5). Parses options up to the first operand (or "--"); returns
+-- opts, index of the first operand. --help (-h) and --version (-V) among
+-- the options print and end the command.
 function _M.parse_opts(verb, args, i, spec)
     local o = {}
     while i <= #args do
@@ -20,6 +57,9 @@ function _M.parse_opts(verb, args, i, spec)
             return o, i + 1, true
         elseif a == "--help" or a == "-h" then
             io.stdout:write(help.HELP[verb] or help.USAGE)
+            exit(ex.OK)
+        elseif a == "--version" or a == "-V" then
+            io.stdout:write("zkcoord ", VERSION, "\n")
             exit(ex.OK)
         elseif a:sub(1, 2) == "--" then
             local name, value = a:match("^%-%-([^=]+)=(.*)$")
@@ -33,30 +73,24 @@ function _M.parse_opts(verb, args, i, spec)
                 if value then usage(verb, "zkcoord: --" .. name .. " takes no value") end
                 o[key] = true
             else
-                if not value then
-                    i = i + 1
-                    value = args[i]
-                    if value == nil then
-                        usage(verb, "zkcoord: --" .. name .. " needs a value")
-                    end
-                end
-                if kind == "number" then
-                    local n = tonumber(value)
-                    if not n or n ~= n or n < 0 or n == math.huge then
-                        usage(verb, "zkcoord: --" .. name .. " needs a number of seconds >= 0, got '"
-                                    .. value .. "'")
-                    end
-                    value = n
-                end
-                o[key] = value
+                o[key], i = value_of(verb, "--" .. name, kind, value, args, i)
             end
-        elseif a:match("^%-%a+$") then
-            for ch in a:sub(2):gmatch(".") do
+        elseif a:match("^%-%a") then
+            local k = 2
+            while k <= #a do
+                local ch = a:sub(k, k)
                 local kind = spec["-" .. ch]
-                if kind ~= "flag" then
+                if not kind then
                     usage(verb, "zkcoord: unknown option -" .. ch)
                 end
-                o[ch] = true
+                if kind == "flag" then
+                    o[ch] = true
+                    k = k + 1
+                else
+                    local joined = a:sub(k + 1)
+                    o[ch], i = value_of(verb, "-" .. ch, kind, joined ~= "" and joined or nil, args, i)
+                    break
+                end
             end
         else
             return o, i, false
@@ -67,11 +101,16 @@ function _M.parse_opts(verb, args, i, spec)
 end
 
 
+-- PATH must be a path the library takes: its checker (one place) says
+-- what is wrong.
 function _M.check_path(verb, path)
-    if type(path) ~= "string" or path:sub(1, 1) ~= "/" or (path ~= "/" and path:sub(-1) == "/")
-            or path:find("//", 1, true) or path:find("%z") then
-        usage(verb, "zkcoord: " .. verb .. ": PATH must be an absolute ZooKeeper path, got "
-                    .. (path and ("'" .. path .. "'") or "none"))
+    if path == nil then
+        usage(verb, "zkcoord: " .. verb .. ": no PATH given")
+    end
+    local ok, err = pcall(checks.check_path, path, verb, 1)
+    if not ok then
+        usage(verb, "zkcoord: " .. verb .. ": "
+                    .. tostring(err):match("%((.*)%)$"):gsub("^path ", "PATH ", 1))
     end
     return path
 end

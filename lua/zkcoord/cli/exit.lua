@@ -25,9 +25,11 @@ function _M.exit(code, msg)
 end
 local exit = _M.exit
 
--- Bad usage: `msg` and the verb's help (the general usage for nil).
+-- Bad usage: `msg` (one line) and where the help is.
 function _M.usage(verb, msg)
-    exit(_M.USAGE, (msg and msg .. "\n" or "") .. (help.HELP[verb] or help.USAGE))
+    exit(_M.USAGE, (msg and msg .. "\n" or "")
+                   .. (help.HELP[verb] and ("see 'zkcoord " .. verb .. " --help'")
+                       or "see 'zkcoord --help'"))
 end
 
 local RC = {}

@@ -79,16 +79,22 @@ end
 
 
 -- Connects and starts waiting for the hold (in a task of the client), with
--- signals blocked first: the client's threads inherit the mask. Returns the
--- hold record h: c, sigfd, user_fds, lk (lock) or e (election), what (for
--- messages), and h.lost once the hold is lost; h.done, h.ok, h.err,
--- h.detail when the wait ends.
+-- signals blocked first: the client's threads inherit the mask; and the
+-- guard started before any connection or thread exists, so it holds none.
+-- Returns the hold record h: c, sigfd, user_fds, guard, lk (lock) or e
+-- (election), what (for messages), and h.lost once the hold is lost;
+-- h.done, h.ok, h.err, h.detail when the wait ends.
 local function start(g, verb, o, path)
     local sigfd, serr = sys.block_signals()
     if not sigfd then
         exit(ex.OSERR, serr)
     end
     local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false }
+    local guard, gerr = sys.guard()
+    if not guard then
+        exit(ex.OSERR, gerr)
+    end
+    h.guard = guard
     h.c = session.connect(g, true)
     local c = h.c
     if verb == "lock" then
@@ -128,7 +134,7 @@ local function granted(h, verb, o, path)
         c:close()
         if h.err == "timeout" then
             note(("%s not acquired within %gs"):format(what, o.timeout or 0))
-            return nil, ex.TEMPFAIL
+            return nil, o.conflict_exit_code or ex.TEMPFAIL
         end
         exit(ex.FAIL, verb .. " " .. path .. ": " .. describe(h.err, h.detail))
     end
@@ -163,35 +169,68 @@ local function release(h)
     end
 end
 
--- Serves the client while CMD (pid) runs: forwards signals to it, and once
--- the hold is lost sends SIGTERM, then SIGKILL `grace` seconds later.
--- Returns CMD's status.
+-- The process group of the command (pgid), and our children outside it
+-- (a descendant that left the group and was reparented to us): `sig` to
+-- all of them.
+local function signal_all(pgid, sig)
+    sys.kill(-pgid, sig)
+    for _, pid in ipairs(sys.children()) do
+        local f = io.open("/proc/" .. pid .. "/stat", "r")
+        local stat = f and f:read("*a") or ""
+        if f then f:close() end
+        -- field 5, pgrp: after the ")" that ends the command name
+        local pgrp = tonumber(stat:match("%)%s+%S+%s+%d+%s+(%d+)"))
+        if pgrp and pgrp ~= pgid then
+            sys.kill(pid, sig)
+        end
+    end
+end
+
+-- Serves the client while the command runs: forwards signals to its group,
+-- and once the hold is lost sends SIGTERM, then SIGKILL `grace` seconds
+-- later. As the subreaper of every descendant, waits until none is left
+-- (waitpid: ECHILD; the guard is not our child). Returns the status of
+-- CMD (pid, the group's leader).
 local function supervise(h, pid, grace)
     local c = h.c
     local fd = c:fd()
-    local term_at, killed
+    local term_at, killed, status
     while true do
-        local status = sys.reap(pid)
-        if status then
-            return status
+        while true do
+            local r, st = sys.wait(-1, h.tty ~= nil)
+            if st == "stopped" then
+                -- Ctrl-Z on the terminal CMD has: stop too, as a shell's job
+                -- would, with the terminal back; on `fg`, hand it on again
+                sys.foreground(h.tty_fd, h.tty)
+                sys.kill(sys.getpid(), SIG.STOP)
+                sys.foreground(h.tty_fd, pid)
+                sys.kill(-pid, SIG.CONT)
+            elseif r == pid then
+                status = st
+            elseif r == nil then
+                return status or ex.OSERR    -- echild: no descendant left
+            elseif r == false then
+                break
+            end
         end
         if h.lost and not term_at then
-            note(("%s lost (%s) while the command ran: SIGTERM to %d"):format(h.what, h.lost, pid))
-            sys.kill(pid, SIG.TERM)
+            note(("%s lost (%s) while the command ran: SIGTERM to its process group %d")
+                 :format(h.what, h.lost, pid))
+            signal_all(pid, SIG.TERM)
             term_at = sys.now()
         end
-        if term_at and not killed and sys.now() - term_at >= grace then
-            note(("command %d still running %gs after SIGTERM: SIGKILL"):format(pid, grace))
-            sys.kill(pid, SIG.KILL)
-            killed = true
+        if term_at and sys.now() - term_at >= grace then
+            if not killed then
+                note(("command %d still running %gs after SIGTERM: SIGKILL"):format(pid, grace))
+                killed = true
+            end
+            signal_all(pid, SIG.KILL)    -- again each round: orphans reparented since
         end
-        sys.poll(h.sigfd, fd, 0.1)
+        sys.poll(0.1, h.sigfd, fd)
         c:process()
         for _, s in ipairs(sys.read_signals(h.sigfd)) do
-            -- A terminal's Ctrl-C reached the whole foreground process group,
-            -- CMD included: do not send it twice.
-            if s.signo ~= SIG.CHLD and not (s.signo == SIG.INT and s.kernel) then
-                sys.kill(pid, s.signo)
+            if s.signo ~= SIG.CHLD then
+                signal_all(pid, s.signo)
             end
         end
     end
@@ -201,20 +240,45 @@ local function run_held(g, verb, o, path, cmd)
     local h = start(g, verb, o, path)
     local node, token = granted(h, verb, o, path)
     if not node then
+        h.guard:stop()
         return token     -- the exit status
     end
     sys.cloexec_all_but(h.user_fds)
     io.stdout:flush()
     io.stderr:flush()
-    local pid, perr, pstatus = sys.spawn(cmd, { ZKCOORD_FENCING_TOKEN = show.fmt_number(token),
-                                                ZKCOORD_LOCK_NODE = node })
+    local ok, serr = sys.subreaper()
+    local pid, perr, pstatus
+    if ok then
+        pid, perr, pstatus = sys.spawn(cmd, { ZKCOORD_FENCING_TOKEN = show.fmt_number(token),
+                                              ZKCOORD_LOCK_NODE = node }, true)
+    else
+        perr, pstatus = serr, ex.OSERR
+    end
     if not pid then
+        h.guard:stop()
         release(h)
         h.c:close()
         note(perr)
         return pstatus
     end
+    h.guard:arm(pid)
+    -- On a terminal (stdin, stdout or stderr, in that order), the
+    -- command's group takes it over while it runs
+    -- (reading it, getting its Ctrl-C), as a shell's job would; SIGCONT in
+    -- case it read the terminal before it had it (SIGTTIN stopped it).
+    for fd = 0, 2 do
+        h.tty = sys.foreground(fd, pid) or nil
+        if h.tty then
+            h.tty_fd = fd
+            sys.kill(-pid, SIG.CONT)
+            break
+        end
+    end
     local status = supervise(h, pid, o.grace or 10)
+    if h.tty then
+        sys.foreground(h.tty_fd, h.tty)
+    end
+    h.guard:stop()
     release(h)
     h.c:close()
     if h.lost then
@@ -223,27 +287,73 @@ local function run_held(g, verb, o, path, cmd)
     return status
 end
 
--- `lock` and `elect`: their options, PATH, -- CMD [ARGS...].
+-- The options of lock and elect: ours, and flock(1)'s short ones (-n, -w,
+-- -s, -x, -E, -c) with their long names.
+local COMMON = { ["--timeout"] = "number", ["--grace"] = "number",
+                 ["-n"] = "flag", ["--nonblock"] = "flag", ["-w"] = "number", ["--wait"] = "number",
+                 ["-E"] = "code", ["--conflict-exit-code"] = "code",
+                 ["-c"] = "string", ["--command"] = "string" }
+local SPEC = { lock = { ["--shared"] = "flag", ["--data"] = "string", ["-s"] = "flag",
+                        ["-x"] = "flag", ["--exclusive"] = "flag" },
+               elect = { ["--id"] = "string" } }
+for _, spec in pairs(SPEC) do
+    for k, v in pairs(COMMON) do spec[k] = v end
+end
+
+-- flock's names onto ours: -n is --timeout 0, -w S --timeout S, -s
+-- --shared, -E --conflict-exit-code, -c --command.
+local function normalize(verb, o)
+    local waits = (o.timeout and 1 or 0) + ((o.n or o.nonblock) and 1 or 0)
+                  + ((o.w or o.wait) and 1 or 0)
+    if waits > 1 then
+        usage(verb, "zkcoord: " .. verb .. ": give one of --timeout, -n and -w")
+    end
+    o.timeout = o.timeout or o.w or o.wait or ((o.n or o.nonblock) and 0) or nil
+    o.shared = o.shared or o.s
+    if o.shared and (o.x or o.exclusive) then
+        usage(verb, "zkcoord: " .. verb .. ": --shared (-s) and --exclusive (-x) exclude each other")
+    end
+    o.conflict_exit_code = o.conflict_exit_code or o.E
+    o.command = o.command or o.c
+    return o
+end
+
+-- `lock` and `elect`: their options, PATH, then -- CMD [ARGS...] or (as
+-- flock) -c CMD, run by `sh -c`.
 function _M.verb(g, verb, args, i)
-    local spec = verb == "lock"
-        and { ["--timeout"] = "number", ["--shared"] = "flag", ["--data"] = "string",
-              ["--grace"] = "number" }
-        or { ["--id"] = "string", ["--timeout"] = "number", ["--grace"] = "number" }
     local o
-    o, i = args_mod.parse_opts(verb, args, i, spec)
+    o, i = args_mod.parse_opts(verb, args, i, SPEC[verb])
+    o = normalize(verb, o)
     local path = args_mod.check_path(verb, args[i])
     i = i + 1
-    if args[i] == "--" then
+    local a = args[i]
+    if (a == "-c" or a == "--command") and not o.command then
+        if args[i + 1] == nil then
+            usage(verb, "zkcoord: " .. verb .. ": " .. a .. " needs a value")
+        end
+        o.command = args[i + 1]
+        i = i + 2
+        if args[i] ~= nil then
+            usage(verb, "zkcoord: " .. verb .. ": nothing goes after -c CMD (got '" .. args[i] .. "')")
+        end
+    elseif a == "--" then
         i = i + 1
-    elseif args[i] and args[i]:sub(1, 1) == "-" then
-        usage(verb, "zkcoord: " .. verb .. ": options go before PATH (got '" .. args[i]
+    elseif a and a:sub(1, 1) == "-" then
+        usage(verb, "zkcoord: " .. verb .. ": options go before PATH (got '" .. a
                     .. "' after it; a command starting with '-' goes after '--')")
     end
-    if not args[i] then
-        usage(verb, "zkcoord: " .. verb .. ": no command given (PATH -- CMD [ARGS...])")
-    end
     local cmd = {}
-    for k = i, #args do cmd[#cmd + 1] = args[k] end
+    if o.command then
+        if args[i] ~= nil then
+            usage(verb, "zkcoord: " .. verb .. ": give -c CMD or -- CMD [ARGS...], not both")
+        end
+        cmd = { "sh", "-c", o.command }
+    else
+        if not args[i] then
+            usage(verb, "zkcoord: " .. verb .. ": no command given (PATH -- CMD [ARGS...], or PATH -c CMD)")
+        end
+        for k = i, #args do cmd[#cmd + 1] = args[k] end
+    end
     return run_held(g, verb, o, path, cmd)
 end
 

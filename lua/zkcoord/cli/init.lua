@@ -13,7 +13,8 @@
 -- parts (lua/zkcoord/cli/): help.lua the help texts; exit.lua exit
 -- statuses and messages; args.lua options and operands; session.lua the
 -- client; show.lua printing values; held.lua lock and elect; locks.lua
--- the locks verb; verbs.lua the other verbs; sys.lua signals and processes.
+-- the locks verb; verbs.lua the other verbs; sys.lua signals and processes
+-- (over the core's process calls: any Lua, no FFI).
 local help = require "zkcoord.cli.help"
 local ex = require "zkcoord.cli.exit"
 local args_mod = require "zkcoord.cli.args"
@@ -72,12 +73,13 @@ end
 --- Runs the command with `args` (an array of strings); returns the exit
 --- status. Messages go to stderr, results to stdout.
 function _M.main(args)
-    local ok, res = xpcall(run, function(e)
+    -- (Lua 5.1's xpcall passes no arguments)
+    local ok, res = xpcall(function() return run(args) end, function(e)
         if ex.is_exit(e) then
             return e
         end
         return debug.traceback(tostring(e), 2)
-    end, args)
+    end)
     session.close_all()
     if ok then
         io.stdout:flush()

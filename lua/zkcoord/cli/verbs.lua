@@ -60,7 +60,11 @@ function RUN.get(c, v)
 end
 
 function RUN.set(c, v)
-    local st, err, detail = c:set(v.path, v.ops[2])
+    local data = v.ops[2]
+    if data == "-" then       -- the data from stdin, as it is (`printf - |` sets "-")
+        data = io.stdin:read("*a") or ""
+    end
+    local st, err, detail = c:set(v.path, data)
     if not st then fail(v.what, err, detail) end
 end
 
@@ -185,7 +189,7 @@ function RUN.watch(c, v)
     local fd = c:fd()
     local stop
     while not stop do
-        sys.poll(v.sigfd, fd, 0.25)
+        sys.poll(0.25, v.sigfd, fd)
         c:process()
         for _, s in ipairs(sys.read_signals(v.sigfd)) do
             if s.signo ~= SIG.CHLD then stop = true end

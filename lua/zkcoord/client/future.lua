@@ -29,6 +29,7 @@ _M.mt = future_mt
 --- set here (false until known), so no caller adds its own.
 ---@param id number the request id the C core returned
 ---@param serial integer the session serial it was sent in
+--- @local
 function _M.new_entry(id, serial)
     return {
         id = id,
@@ -50,6 +51,7 @@ end
 --- Completes `p` with a reply: wakes the caller waiting for it, or hands
 --- it to its late handler through `waiter:defer` (also when the caller's
 --- wait was abandoned: its coroutine is gone).
+--- @local
 function _M.complete(p, rc, value, stat, extra, waiter)
     p.done = true
     p.rc, p.value, p.stat, p.extra = rc, value, stat, extra
@@ -98,18 +100,21 @@ end
 -- several requests.
 
 --- A future for pending record `p`; `finish(p)` turns it into results.
+--- @local
 function _M.new(client, p, finish)
     return setmetatable({ client = client, entry = p, finish = finish }, future_mt)
 end
 
 
 --- A future of a request that failed before it was sent.
+--- @local
 function _M.failed(client, err, detail)
     return setmetatable({ client = client, err = err, detail = detail }, future_mt)
 end
 
 
 --- A future of an operation made of several requests.
+--- @local
 function _M.composite(client, compose)
     return setmetatable({ client = client, compose = compose }, future_mt)
 end
@@ -200,6 +205,7 @@ end
 --- serial (the session it was sent in), lost (why that session ended).
 --- Returns false, and fn is never called, when the request was not sent.
 ---@return boolean sent
+--- @local
 function Future:on_late(fn, ctx)
     if getmetatable(self) ~= future_mt then
         not_a_future("on_late")

@@ -27,6 +27,7 @@
 --   requests   submitting one request, retrying reads
 --   ops        the operations: send table, sync forms, remove_watches
 --   nodes      guaranteed deletes, nodes recipes own
+--   paths      ensure_path, recursive delete: paths made and removed whole
 --   lifecycle  state, listeners, dispatch, contract accessors, close
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
@@ -36,6 +37,7 @@ require "zkcoord.client.connect"
 require "zkcoord.client.requests"
 require "zkcoord.client.ops"
 require "zkcoord.client.nodes"
+require "zkcoord.client.paths"
 require "zkcoord.client.lifecycle"
 
 -- Argument checks the recipes share (client.check_path(...) on a client

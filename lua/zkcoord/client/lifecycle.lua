@@ -54,9 +54,13 @@ function _M:log(level, msg)
 end
 
 
+--- The state now: what has already reached the process is taken first
+--- (without blocking), and a session not heard from for its timeout is
+--- lost (the clock rule, README "Sessions").
 ---@return string state "connecting" | "connected" | "suspended" | "lost" | "closed"
 function _M:state()
     check_self(self, "state")
+    self:_catch_up()
     return self._state
 end
 
@@ -69,6 +73,7 @@ function _M:on_state(fn)
 end
 
 
+--- Removes a function `on_state` added. Returns true if it was there.
 function _M:remove_listener(fn)
     check_self(self, "remove_listener")
     util.check_fn(fn, "remove_listener")
@@ -188,6 +193,7 @@ end
 
 --- The pump a waiter drives (zkcoord.client.pump): drain, wait, kick,
 --- check_timers, run_callbacks, enqueue_callback, fd.
+--- @local
 function _M:pump()
     check_self(self, "pump")
     return self._pump
@@ -198,8 +204,22 @@ end
 --- session replaces a lost one, so a recipe can tell whether a node it
 --- created belongs to the session that is live now.
 ---@return integer
+--- @local
 function _M:serial()
     return self._serial
+end
+
+
+--- The state for a state answer (`held()`, `is_leader()` ...): like
+--- `state()`, and with a waiter that runs callbacks inline (blocking) the
+--- callbacks already queued run first, so that what reached the process
+--- (a deleted node, an ended session) has been told (on_lost) before the
+--- answer. Never blocks.
+---@return string state
+function _M:current_state()
+    check_self(self, "current_state")
+    self:_catch_up(true)
+    return self._state
 end
 
 
@@ -217,6 +237,9 @@ function _M:request_timeout()
 end
 
 
+--- What the client holds now, for leak checks and monitoring: `pending`
+--- (requests waiting for a reply), `watches`, `listeners` (on_state),
+--- `callbacks` (queued to run), `serial` (the current session's number), `state`.
 function _M:stats()
     check_self(self, "stats")
     local np, nw = 0, 0

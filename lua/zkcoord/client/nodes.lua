@@ -104,6 +104,7 @@ end
 --- path once our node is gone (a work-queue claim), so only this session
 --- may delete it: a new session forgets it instead of deleting whoever's
 --- node is there by then.
+--- @local
 function _M:own_node(path, q, shared)
     local e = { serial = self._serial, q = q, shared = shared or nil }
     self._owned[path] = e
@@ -116,6 +117,7 @@ end
 
 --- Contract, for recipes: `path` was deleted or is being deleted. A node
 --- of an earlier session stays listed until the new session deletes it.
+--- @local
 function _M:disown_node(path)
     local e = self._owned[path]
     if e and e.serial == self._serial then

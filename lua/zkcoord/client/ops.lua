@@ -11,6 +11,7 @@ local checks = require "zkcoord.client.checks"
 local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
 local compat = require "zkcoord.compat"
+local paths = require "zkcoord.client.paths"
 
 local C = core.c
 local now = core.now
@@ -126,7 +127,12 @@ function send.create(self, path, data, opts)
 end
 
 
+-- delete(path, version) or delete(path, { version =, recursive =, timeout = })
+-- (the options form is zkcoord.client.paths').
 function send.delete(self, path, version)
+    if type(version) == "table" then
+        return paths.send_delete(self, path, version)
+    end
     check_path(path, "delete", 1)
     return self:_request(nil, "delete", path, check_version(version, "delete", 2))
 end
@@ -336,6 +342,7 @@ local READS = { exists = true, get = true, children = true, get_acl = true, sync
 
 --- Contract, for recipes: read `op` (a READS name) as the sync method does,
 --- but give up with "timeout" at `deadline` (nil: the retry policy only).
+--- @local
 function _M:read_until(deadline, op, a, b, c)
     return self:_read(deadline, self._retry, send[op], a, b, c)
 end

@@ -67,30 +67,102 @@ function _M:_lost_after()
 end
 
 
+-- The clock rule (issue 21): the server expires a session `timeout` after
+-- it last heard from us. The core stamps when that was at the latest (the
+-- send time of the newest request the server answered, s:last_heard()) and
+-- keeps it fresh with a heartbeat every HEARTBEAT of the timeout while
+-- idle. Past `last heard + timeout`, the session counts as lost whatever
+-- libzookeeper says: a stopped process stops its threads too, so only a
+-- clock knows. MARGIN covers the two monotonic clocks' rates (NTP slews
+-- each by at most 500 ppm). The server's expiry also rounds up to its tick,
+-- so the rule errs on the safe side.
+local HEARTBEAT = 1 / 3
+local MARGIN = 0.001
+
+-- The monotonic time until which the session is known to be alive, for a
+-- session that has been connected (nil otherwise), and the timeout used.
+function _M:_alive_until()
+    local st, s, t = self._state, self._s, self._negotiated_timeout
+    if not s or not t or (st ~= "connected" and st ~= "suspended") then
+        return nil
+    end
+    return s:last_heard() + t * (1 - MARGIN), t
+end
+
+
+-- When the session counts as lost at the latest (monotonic), or nil: the
+-- clock rule, and for a suspended session lost_after.
+function _M:_lost_at()
+    local due = self:_alive_until()
+    if due and self._state == "suspended" and self._suspended_at then
+        local d = self._suspended_at + self:_lost_after()
+        if d < due then
+            due = d
+        end
+    end
+    return due
+end
+
+
 --- How long a waiter may sleep: at most `left`, and no longer than the next
---- session timer (the simulated loss of a suspended session).
+--- session timer (the clock rule, or the loss of a suspended session).
 function _M:_timer_cap(left)
-    if self._state == "suspended" and self._suspended_at then
-        local due = self._suspended_at + self:_lost_after() - now()
+    local due = self:_lost_at()
+    if due then
+        due = due - now()
         return due < left and (due > 0.001 and due or 0.001) or left
     end
     return left
 end
 
 
+-- A loss our own clock declares: the server may still hold the session (a
+-- restarted server restores it for a session timeout more), so it is ended
+-- once a server answers, and its nodes with it (nodes.lua).
+function _M:_lost_by_clock(detail)
+    local sid, password = self._session_id, self:session_password()
+    self:_session_lost("sessionexpired", detail)
+    self:_end_session(sid, password)
+end
+
+
 function _M:_check_timers()
+    local due, t = self:_alive_until()
+    if not due then
+        return
+    end
+    local at = now()
+    if at >= due then
+        return self:_lost_by_clock(("the server was last heard from %.2fs ago;"
+                                    .. " the session timeout is %gs"):format(
+                                    at - self._s:last_heard(), t))
+    end
     -- Curator's lesson (TN12): a client cut off from every server never hears
-    -- that its session expired. Once it has been suspended for the whole
-    -- session timeout the server has expired it: act as if we were told.
+    -- that its session expired. Once it has been suspended for lost_after
+    -- (at most the session timeout) act as if we were told.
     if self._state == "suspended" and self._suspended_at
-            and now() - self._suspended_at >= self:_lost_after() then
-        -- The server may still hold it (a restarted server restores it for a
-        -- session timeout more): end it once a server answers (nodes.lua).
-        local sid, password = self._session_id, self:session_password()
-        self:_session_lost("sessionexpired", self._opts.lost_after
-                           and "suspended for longer than lost_after"
-                           or "suspended for longer than the session timeout")
-        self:_end_session(sid, password)
+            and at - self._suspended_at >= self:_lost_after() then
+        self:_lost_by_clock(self._opts.lost_after
+                            and "suspended for longer than lost_after"
+                            or "suspended for longer than the session timeout")
+    end
+end
+
+
+--- Contract (state answers): takes what has already reached the process,
+--- without blocking: drains the queue and applies the clock rule, so a loss
+--- that reached the process, or a pause past the session timeout, is
+--- counted before the answer. Then, for a waiter that runs callbacks inline
+--- (blocking), runs the callbacks queued (on_lost first of all: they were
+--- queued by the loss). Not called while records are being handled.
+function _M:_catch_up(callbacks)
+    if self._closed then
+        return
+    end
+    local p = self._pump
+    p:step()
+    if callbacks and self._waiter.inline_callbacks then
+        p:run_callbacks()
     end
 end
 
@@ -116,16 +188,27 @@ function _M:_session_event(state)
     end
     if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
         local s = self._s
-        self._negotiated_timeout = s:timeout()
+        local t = s:timeout()
+        self._negotiated_timeout = t
+        s:heartbeat(t * HEARTBEAT)
         self._session_id = s:client_id()
+        if self._suspended_at then
+            self._log("info", ("connected again after %.2fs, in the same session")
+                              :format(now() - self._suspended_at))
+        end
         self._suspended_at = nil
         self:_set_state("connected")
         self:_resend_deletes()
         self:_delete_lost_nodes()
     elseif state == C.CONNECTING_STATE or state == C.ASSOCIATING_STATE then
         if self._state == "connected" then
-            self._suspended_at = now()
+            local at = now()
+            self._suspended_at = at
             self:_set_state("suspended")
+            -- What the clock rule leaves the session (lost_after included).
+            local left = self:_lost_at() - at
+            self._log("warn", ("connection lost; the session counts as lost in %.2fs"
+                               .. " unless a server answers first"):format(left > 0 and left or 0))
         end
     elseif state == C.EXPIRED_SESSION_STATE then
         self:_session_lost("sessionexpired")
@@ -172,6 +255,7 @@ end
 
 --- Contract: waits (bounded: at most `timeout`, default the request
 --- timeout) until pred(state) is true. Returns true if it is.
+--- @local
 function _M:wait_state(pred, timeout)
     local deadline = now() + (timeout or self._request_timeout)
     while not pred(self._state) do

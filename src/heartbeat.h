@@ -1,0 +1,34 @@
+/* heartbeat.h: when a session last heard from its server (see heartbeat.c). */
+#ifndef ZKCOORD_HEARTBEAT_H
+#define ZKCOORD_HEARTBEAT_H
+
+#include <pthread.h>
+#include <zookeeper/zookeeper.h>
+
+/* One per session, inside the session's context: it lives until
+ * zookeeper_close has returned, so completions never see it freed.
+ * Fields below `mu` are guarded by it. */
+typedef struct heartbeat {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    double last_heard;   /* monotonic send time of the latest request the server answered */
+    double interval;     /* seconds without an answer before a heartbeat; 0: none */
+    double sent;         /* send time of the heartbeat in flight */
+    int inflight;        /* a heartbeat awaits its reply */
+    int kick;            /* send one now (connected again) */
+    int stop;
+    int running;         /* the thread exists (Lua thread only) */
+    zhandle_t *zh;
+    pthread_t thread;
+} heartbeat;
+
+void heartbeat_init(heartbeat *hb);
+int heartbeat_start(heartbeat *hb, zhandle_t *zh);     /* 0 or an errno */
+void heartbeat_stop(heartbeat *hb);                    /* joins; before zookeeper_close */
+void heartbeat_destroy(heartbeat *hb);                 /* after zookeeper_close */
+void heartbeat_heard(heartbeat *hb, double sent, int rc);   /* any thread */
+void heartbeat_connected(heartbeat *hb);               /* any thread */
+double heartbeat_last(heartbeat *hb);
+void heartbeat_set_interval(heartbeat *hb, double seconds);
+
+#endif
