@@ -19,6 +19,7 @@
 -- The barrier node itself is persistent: neither changes it. Every wait is
 -- bounded by its timeout; on timeout the watch is removed.
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
 local setmetatable = setmetatable
 local retry, remaining, waker = util.retry, util.remaining, util.waker
@@ -87,6 +88,10 @@ function _M:wait(timeout)
     util.check_timeout(timeout, "wait", 1)
     local client, path = self.client, self.path
     local deadline = util.deadline(timeout)
+    local down = timeout == 0 and errors.of_state(client:state())
+    if down then
+        return nil, down    -- only looks, and no look can go out now
+    end
     while true do
         if client:is_closed() then
             return nil, "closed"

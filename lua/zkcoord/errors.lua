@@ -23,6 +23,7 @@ _M.own = {
     invalid = "the operation cannot be done in this state",
     forked = "used from another process than the one that opened the session",
     interrupted = "the wait was cancelled",
+    unknown = "a write's reply was lost and its deadline passed: it may or may not have happened",
 }
 
 
@@ -71,6 +72,25 @@ _M.unknown_outcome = {
     sessionexpired = true,
     timeout = true,
 }
+
+
+--- What a try-once (a timeout of 0) answers at once, from the client's
+--- state, when it cannot try now: nil while connected; "closed"; else
+--- "connectionloss" (suspended, connecting, or a lost session's successor
+--- not connected yet). It never waits for the connection to come back.
+---@param state string client:state()
+---@return string|nil err
+function _M.of_state(state)
+    if state == "connected" then
+        return nil
+    end
+    return state == "closed" and "closed" or "connectionloss"
+end
+
+
+--- The retry policy of a try-once's steps: the one try's own result, never
+--- a wait for the connection nor "timeout" in its place.
+_M.TRY_ONCE = { max_tries = 1 }
 
 
 return _M

@@ -81,6 +81,7 @@ local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
 
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
 local remaining, argerror, waker = util.remaining, util.argerror, util.waker
 local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
@@ -345,6 +346,13 @@ function _M:_reply_wait(deadline)
 end
 
 
+-- The retry policy of enter()'s steps: until the deadline, or for a
+-- try-once the one try's result (a connection loss reported as such).
+function _M:_policy()
+    return self._try and errors.TRY_ONCE or UNTIL_DEADLINE
+end
+
+
 -- The deadline of a read (retried after a connection loss): the caller's,
 -- except for a try-once, whose reads are bounded by the retry policy.
 function _M:_read_deadline(deadline)
@@ -451,6 +459,12 @@ function _M:enter(timeout)
     if client:is_closed() then
         return nil, "closed"
     end
+    if self._try then
+        local down = errors.of_state(client:state())
+        if down then
+            return nil, down    -- try once: no round trip can go out now
+        end
+    end
     local names, joined, armed   -- armed: { ev =, wake = } while a line watch is set
     while true do
         if self._node and not self:_owns_node() then
@@ -472,7 +486,7 @@ function _M:enter(timeout)
         end
         if not names then
             local err
-            names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline)
+            names, err = util.retry(client, deadline, self:_policy(), read_line, self, deadline)
             if not names then
                 disarm(self, armed)
                 self:leave()
@@ -528,7 +542,7 @@ function _M:_wait_line(armed, deadline)
     -- One closure per wait (util.waker): a watch is removed by its function.
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline,
+    local names, err = util.retry(client, deadline, self:_policy(), read_line, self, deadline,
                                   wake)
     if names == true then
         return true, nil, nil, nil      -- our node went with the session: join again
@@ -547,7 +561,7 @@ function _M:_wait_for(entry, deadline)
     local client = self.client
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local data, err = util.retry(client, deadline, UNTIL_DEADLINE, read_entry, self, deadline,
+    local data, err = util.retry(client, deadline, self:_policy(), read_entry, self, deadline,
                                  entry.path, wake)
     if data == true then
         return true    -- our node went with the session: join again

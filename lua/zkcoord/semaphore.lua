@@ -31,6 +31,7 @@
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
 local type, tonumber, setmetatable = type, tonumber, setmetatable
 local match = string.match
@@ -154,6 +155,10 @@ function _M:acquire(timeout)
     local client = self.client
     if client:state() == "closed" then
         return nil, "closed"
+    end
+    local down = timeout == 0 and errors.of_state(client:state())
+    if down then
+        return nil, down    -- try once: no round trip can go out now
     end
     local deadline = util.deadline(timeout)
     local ok, err, detail

@@ -453,6 +453,10 @@ function _M:take(timeout)
     util.check_timeout(timeout, "take", 1)
     local client = self.client
     local deadline = timeout and now() + timeout or math.huge
+    local down = timeout == 0 and errors.of_state(client:state())
+    if down then
+        return nil, down    -- only looks, and no look can go out now
+    end
     -- take(0) waits for no item, but for the round trips of its look.
     local look = timeout == 0 and now() + client:request_timeout() or deadline
     while true do
@@ -596,31 +600,54 @@ end
 -- the claim once connected again: only our session deletes it while the
 -- session lives, so it is gone exactly when the write happened (an ack's
 -- multi deletes the item with it). A session that ended took the claim.
+-- A write still undecided at the deadline is reported "unknown", never
+-- "timeout": it may have happened. The next ack() or release() decides it
+-- (the claim gone while our session lives: it did).
 local function drop_claim(self, ops)
     local client = self.queue.client
     local deadline = now() + client:request_timeout()
+    local sent = self._unsure    -- an earlier try of ours may have happened
+    local look = sent            -- then the claim decides before we write again
     while true do
-        local res, err = client:multi(ops)
-        if res or err == "nonode" and #ops == 1 then
-            return let_go(self)    -- a release whose claim is gone: given back
-        elseif not transient[err] then
-            return failed(self, err)
-        elseif not (client:wait_connected(remaining(deadline)) and claimed(self)) then
-            return failed(self, "timeout")
+        if not look then
+            local res, err = client:send("multi", ops):wait(remaining(deadline))
+            if res or err == "nonode" and #ops == 1 then
+                self._unsure = nil
+                return let_go(self)    -- a release whose claim is gone: given back
+            elseif unknown_outcome[err] and err ~= "sessionexpired" then
+                sent = true
+            elseif not (transient[err] or err == "nonode" and sent) then
+                self._unsure = nil
+                return failed(self, err)
+            end
+        end
+        look = false
+        if not (client:wait_connected(remaining(deadline)) and claimed(self)) then
+            break
         end
         local st, serr = client:read_until(deadline, "exists", self.claim)
         if st == false then
+            self._unsure = nil
             return let_go(self)
         elseif st == nil then
-            return failed(self, serr)
+            if not unknown_outcome[serr] then
+                self._unsure = nil
+                return failed(self, serr)
+            end
+            break
         end
+        sent = false    -- the claim is there: no write of ours happened; again
     end
+    -- The deadline: "unknown" if a write of ours may have happened.
+    self._unsure = sent and claimed(self) or nil
+    return failed(self, sent and "unknown" or "timeout")
 end
 
 
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
----@return true|nil ok, string? err "lost" (our session ended) | "notheld" | a code
+---@return true|nil ok, string? err "lost" (our session ended) | "notheld" | "unknown"
+---   (the reply was lost: ack() again decides) | a code
 function Item:ack()
     check_item(self, "ack")
     local held, why = check_claim(self)
@@ -634,7 +661,7 @@ end
 
 
 --- Gives the item back to the queue, for another consumer (or us) to take.
----@return true|nil ok, string? err "lost" | "notheld" | a code
+---@return true|nil ok, string? err "lost" | "notheld" | "unknown" | a code
 function Item:release()
     check_item(self, "release")
     local held, why = check_claim(self)

@@ -49,6 +49,8 @@ local function new_client(c, q)
         _state_events = {},       -- events set on every state change
         _retry_deletes = {},      -- path -> attempt, resent once connected
         _owned = {},              -- path -> { serial =, q = }: nodes recipes created
+        _enders = {},             -- serial -> side handle ending a session we left (nodes.lua)
+        _ender_serial = 0,        -- the last one's serial (negative)
         _closed = false,
     }, _M.mt)
     self._pump = pump.new(q, self, session.pump_hooks)

@@ -276,15 +276,20 @@ function _M:close()
     self._closed = true
     local s = self._s
     self._s = nil
+    local left_sid, left_password    -- a session no server was there to close
     if s then
         if self._state == "connected" then
             -- libzookeeper sends no close request while its IO thread is
             -- handling replies: the session (and its ephemeral nodes) would
             -- outlive us by the session timeout. Let the replies in first.
             self:_quiesce(min(self._request_timeout, 2))
+        elseif self._session_id then
+            left_sid = self._session_id
+            left_password = select(2, s:client_id())
         end
         s:close()    -- blocks until the close request is sent; fails what is in flight
     end
+    self:_hand_over_sessions(left_sid, left_password)
     self._pump:drain()
     for id, p in pairs(self._pending) do
         self._pending[id] = nil

@@ -7,6 +7,16 @@
 -- replaces a lost one, the lost one's nodes are deleted at once instead of
 -- blocking every other contender until the server expires that session
 -- (not a node whose path others create once ours is gone: it may be theirs).
+--
+-- Also owns ending a session we stopped using while the server may still
+-- hold it (`_end_session`): a session we counted lost on our own timer, or
+-- one close() could not reach a server to close. The server keeps such a
+-- session (and a restarted server restores it, for a whole session timeout
+-- more); its ephemeral nodes, and the deletes we queued for nodes given up
+-- while cut off, would block other processes that long. A side handle
+-- resumes it by id and password and closes it as soon as a server answers:
+-- the server deletes its ephemeral nodes, which are ours by definition.
+local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
@@ -15,8 +25,9 @@ local ops = require "zkcoord.client.ops"
 local errname, transient = errors.name, errors.transient
 local check_self, check_path, check_version = checks.check_self, checks.check_path,
                                               checks.check_version
-local pairs, next = pairs, next
+local pairs, ipairs, next, tostring = pairs, ipairs, next, tostring
 local send_delete = ops.send.delete
+local C = core.c
 
 local RC_OK = 0
 
@@ -134,6 +145,73 @@ function _M:_delete_lost_nodes()
     end
     if n > 0 then
         self._log("info", ("deleting %d node(s) of the lost session"):format(n))
+    end
+end
+
+
+-- A side handle's serial: negative, never that of one of our sessions
+-- (session records carry it; session.lua hands them to _ender_event).
+function _M:_end_session(sid, password)
+    if not sid or not password then
+        return
+    end
+    local n = self._ender_serial - 1
+    self._ender_serial = n
+    local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout, n,
+                                     sid, password, self._opts.resolve_interval)
+    if not s then
+        self._log("error", "cannot end session " .. sid .. ": " .. tostring(err) .. " "
+                           .. tostring(detail))
+        return
+    end
+    self._enders[n] = { s = s, sid = sid, password = password }
+end
+
+
+function _M:_ender_event(serial, state)
+    local e = self._enders[serial]
+    if not e then
+        return
+    end
+    if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
+        self._enders[serial] = nil
+        e.s:close()     -- sends closeSession: the server deletes its ephemeral nodes
+        self._log("info", "ended session " .. e.sid .. " (counted lost): its nodes are gone")
+    elseif state == C.EXPIRED_SESSION_STATE or state == C.AUTH_FAILED_STATE then
+        self._enders[serial] = nil   -- the server ended it already
+        e.s:close()
+    end
+end
+
+
+-- At close(): the session close() could not end (no server answered) and
+-- the side handles still trying are handed to another open client of the
+-- same servers, which ends them once a server answers. With none, the
+-- server expires them a session timeout after it is back.
+function _M:_hand_over_sessions(sid, password)
+    local heir
+    for c in pairs(_M.live) do
+        if c ~= self and not c:is_closed() and c._hosts == self._hosts then  -- same class
+            heir = c
+            break
+        end
+    end
+    local left = {}
+    if sid then
+        left[1] = { sid, password }
+    end
+    for n, e in pairs(self._enders) do
+        self._enders[n] = nil
+        e.s:close()
+        left[#left + 1] = { e.sid, e.password }
+    end
+    for _, l in ipairs(left) do
+        if heir then
+            heir:_end_session(l[1], l[2])  -- same class
+        else
+            self._log("warn", "session " .. l[1] .. " could not be closed: the server "
+                              .. "keeps its nodes until it expires it")
+        end
     end
 end
 

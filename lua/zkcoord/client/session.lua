@@ -53,6 +53,8 @@ function _M:_on_record(rec)
     elseif kind == SESSION then
         if id == self._serial then
             self:_session_event(rec.state)
+        elseif id < 0 then
+            self:_ender_event(id, rec.state)     -- a side handle ending a left session
         end
     end
 end
@@ -114,6 +116,16 @@ function _M:_timer_cap(left)
 end
 
 
+-- A loss our own clock declares: the server may still hold the session (a
+-- restarted server restores it for a session timeout more), so it is ended
+-- once a server answers, and its nodes with it (nodes.lua).
+function _M:_lost_by_clock(detail)
+    local sid, password = self._session_id, self:session_password()
+    self:_session_lost("sessionexpired", detail)
+    self:_end_session(sid, password)
+end
+
+
 function _M:_check_timers()
     local due, t = self:_alive_until()
     if not due then
@@ -121,18 +133,18 @@ function _M:_check_timers()
     end
     local at = now()
     if at >= due then
-        return self:_session_lost("sessionexpired", ("the server was last heard from %.2fs ago;"
-                                  .. " the session timeout is %gs"):format(
-                                  at - self._s:last_heard(), t))
+        return self:_lost_by_clock(("the server was last heard from %.2fs ago;"
+                                    .. " the session timeout is %gs"):format(
+                                    at - self._s:last_heard(), t))
     end
     -- Curator's lesson (TN12): a client cut off from every server never hears
     -- that its session expired. Once it has been suspended for lost_after
     -- (at most the session timeout) act as if we were told.
     if self._state == "suspended" and self._suspended_at
             and at - self._suspended_at >= self:_lost_after() then
-        self:_session_lost("sessionexpired", self._opts.lost_after
-                           and "suspended for longer than lost_after"
-                           or "suspended for longer than the session timeout")
+        self:_lost_by_clock(self._opts.lost_after
+                            and "suspended for longer than lost_after"
+                            or "suspended for longer than the session timeout")
     end
 end
 

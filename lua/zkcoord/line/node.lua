@@ -318,6 +318,15 @@ end
 -- adopt the node if it was made after all. Returns "adopted", names; or
 -- "again" (create anew); or nil, err.
 function _M:_recover_create(err, prefix, serial, deadline)
+    if self._try then
+        -- One try: no wait for the connection. What the create may have
+        -- made is deleted once connected (in the same session).
+        if err ~= "sessionexpired" or self.persistent then
+            delete_by_prefix(self, prefix, serial)
+        end
+        -- libzookeeper's name for a link that went silent: a connection loss
+        return nil, err == "operationtimeout" and "connectionloss" or err
+    end
     local connected, werr = util.wait_connected(self.client, deadline)
     if not connected then
         if err ~= "sessionexpired" or self.persistent then
@@ -390,7 +399,7 @@ function _M:_create(deadline)
     local try = { prefix = "_c_" .. uuid() .. "-" }
     local ok, res
     for _ = 1, util.MAX_RACES do
-        ok, res = util.retry(self.client, deadline, util.UNTIL_DEADLINE, create_once, self,
+        ok, res = util.retry(self.client, deadline, self:_policy(), create_once, self,
                              deadline, try)
         if ok or res ~= "nonode" then
             return ok, res

@@ -1,0 +1,381 @@
+-- Outages of every server (issue 21). A node a recipe gives up while cut off
+-- (release, a timed-out acquire, close) must not block other processes once
+-- the servers are back: the server keeps (and a restarted one restores) the
+-- session that made it for a whole session timeout more.
+--
+-- Clients reach the server through a proxy that refuses connections from
+-- the stop until the restarted server is ready: ZooKeeper 3.8's standalone
+-- server leaves a connection made during its startup open and unanswered
+-- (ZOOKEEPER-5051, docs/RELIABILITY.md), which would stall a client for 2/3
+-- of its session timeout whatever the client does.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
+local unpack = require("zkcoord.compat").unpack
+
+local T = 4            -- the session timeout of the process cut off
+local LONG = 20        -- the others': they outlive the outage
+
+-- A standalone server of our own (the shared one must stay up) behind a
+-- proxy: down() stops it, up() restarts it and lets clients in once ready.
+local function server()
+    local zs = assert(zk.zkserver.start({ tick_time = 500 }))
+    local proxy = assert(tcpproxy.start("127.0.0.1", zs.port))
+    return {
+        hosts = proxy.hosts,      -- through the proxy
+        direct = zs.hosts,
+        proxy = proxy,
+        down = function()
+            assert(proxy:refuse())
+            assert(proxy:cut())
+            assert(zs:stop())
+        end,
+        up = function()
+            assert(zs:start())
+            assert(proxy:pass())
+            return true
+        end,
+        destroy = function()
+            proxy:stop()
+            zs:destroy()
+        end,
+    }
+end
+
+
+local function client(srv, t)
+    return zk.client { servers = srv.hosts, session_timeout = t }
+end
+
+
+-- Runs fn() in a coroutine of `b` while `a` is driven too (two processes,
+-- each driving its own client: a blocking client acts only when called).
+local function alongside(a, b, fn)
+    local res
+    b:spawn(function() res = { fn() } end)
+    local deadline = proc.now() + 6 * T
+    while not res and proc.now() < deadline do
+        if a:state() ~= "closed" then
+            a:dispatch(0.01)
+        end
+        b:run(0.01)
+    end
+    return res and unpack(res)
+end
+
+
+-- Acquires `path` in `b` from the moment the server answers again (`a`
+-- driven meanwhile); returns the seconds it took.
+local function acquire_after_restart(srv, a, b, path)
+    assert.truthy(srv:up())
+    local t0 = proc.now()
+    local lock = b:lock(path)
+    local ok, err = alongside(a, b, function() return lock:acquire(3 * T) end)
+    local took = proc.now() - t0
+    assert.truthy(ok, tostring(err))
+    lock:release()
+    return took
+end
+
+
+-- A lock held in `a` (session timeout T) is released while every server
+-- is down, until `a` counts its session lost; then another client gets it
+-- within a second of the servers answering.
+local function released_while_down(srv, label)
+    local a, b = client(srv, T), client(srv, LONG)
+    local lock = a:lock("/out/lock")
+    assert(lock:acquire(5))
+    srv:down()
+    assert.truthy(lock:release())
+    assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+    local took = acquire_after_restart(srv, a, b, "/out/lock")
+    print(("\n[outage] %sreleased during the outage: another acquire took %.0f ms after"
+           .. " the servers answered"):format(label, took * 1000))
+    assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+    a:close()
+    b:close()
+end
+
+
+describe("nodes given up while every server is down #zk", function()
+    local srv
+    before_each(function() srv = server() end)
+    after_each(function() srv:destroy() end)
+
+    it("a lock released then (the session counted lost) is free within a second", function()
+        released_while_down(srv, "")
+    end)
+
+    it("an acquire that timed out during the outage leaves no node behind", function()
+        local h, a, b = client(srv, LONG), client(srv, T), client(srv, LONG)
+        local held = h:lock("/out/lock")
+        assert(held:acquire(5))
+        local mine = a:lock("/out/lock")
+        local res
+        a:spawn(function() res = { mine:acquire(2) } end)
+        a:run(0.5)                      -- our node is in the line, behind h's
+        srv:down()
+        assert.truthy(a:run(5), "the acquire did not return")
+        assert.are.equal(nil, res[1])
+        assert.truthy(zk.wait_until(function() return a:state() == "lost" end, T + 5, a))
+        assert.truthy(srv:up())
+        local t0 = proc.now()
+        assert.truthy(zk.wait_until(function() return h:state() == "connected" end, 10, h))
+        assert.truthy(held:release())
+        local lock = b:lock("/out/lock")
+        local ok, err = alongside(a, b, function() return lock:acquire(3 * T) end)
+        local took = proc.now() - t0
+        print(("\n[outage] acquire timed out during the outage: another acquire took %.0f ms"
+               .. " after the server answered"):format(took * 1000))
+        assert.truthy(ok, tostring(err))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        lock:release()
+        h:close()
+        a:close()
+        b:close()
+    end)
+
+    it("close() during the outage: another client of the process ends the session", function()
+        local a, b = client(srv, T), client(srv, LONG)
+        local lock = a:lock("/out/lock")
+        assert(lock:acquire(5))
+        srv:down()
+        assert.truthy(zk.wait_until(function() return a:state() == "suspended" end, 5, a))
+        a:close()
+        local took = acquire_after_restart(srv, a, b, "/out/lock")
+        print(("\n[outage] closed during the outage: another acquire took %.0f ms after"
+               .. " the server answered"):format(took * 1000))
+        assert.truthy(took < 1.5, ("the lock was free only after %.2f s"):format(took))
+        b:close()
+    end)
+end)
+
+
+describe("try-once while the connection is down #zk", function()
+    it("every try-once answers at once with connectionloss", function()
+        local srv = server()
+        local proxy = srv.proxy
+        local c = client(srv, 10)
+        local rw = c:rwlock("/try/rw")
+        local tries = {
+            lock = function() return c:lock("/try/lock"):acquire(0) end,
+            read_lock = function() return rw:read_lock():acquire(0) end,
+            write_lock = function() return rw:write_lock():acquire(0) end,
+            semaphore = function() return c:semaphore("/try/sem", 1):acquire(0) end,
+            multi_lock = function() return c:multi_lock({ "/try/m1", "/try/m2" }):acquire(0) end,
+            take = function() return c:work_queue("/try/q"):take(0) end,
+            barrier = function() return c:barrier("/try/b"):wait(0) end,
+        }
+        assert(proxy:refuse())
+        assert(proxy:cut())
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 5, c))
+        local slow = {}
+        for name, fn in pairs(tries) do
+            local t0 = proc.now()
+            local ok, err = fn()
+            local took = proc.now() - t0
+            if ok or err ~= "connectionloss" or took > 0.1 then
+                slow[#slow + 1] = ("%s: %s %s after %.0f ms"):format(name, tostring(ok),
+                                                                    tostring(err), took * 1000)
+            end
+        end
+        table.sort(slow)
+        assert.are.same({}, slow)
+        c:close()
+        srv:destroy()
+    end)
+end)
+
+
+describe("a try-once on a link gone silent #zk", function()
+    it("answers connectionloss when libzookeeper gives up on the link, never timeout", function()
+        local srv = server()
+        local S = 3
+        local c = client(srv, S)
+        assert(c:lock("/silent/made"):acquire(1))    -- the parents exist
+        assert(srv.proxy:blackhole())
+        local t0 = proc.now()
+        local ok, err = c:lock("/silent/lock"):acquire(0)
+        local took = proc.now() - t0
+        assert.are.equal(nil, ok)
+        assert.are.equal("connectionloss", err)
+        -- libzookeeper's receive timeout: 2/3 of the session timeout
+        assert.truthy(took < S, ("took %.2f s"):format(took))
+        c:close()
+        srv:destroy()
+    end)
+end)
+
+
+describe("a work-queue write whose reply is lost #zk", function()
+    it("ack() past its deadline with the reply late says unknown, and the next ack decides", function()
+        local srv = server()
+        local proxy = srv.proxy
+        local admin = zk.client { servers = srv.direct, session_timeout = 10 }
+        local c = zk.client { servers = proxy.hosts, session_timeout = 10, request_timeout = 0.5 }
+        local q = c:work_queue("/wq")
+        assert(q:put("x"))
+        local item = assert(q:take(1))
+        assert(proxy:delay(0.4))     -- the multi reaches the server; its reply comes too late
+        local t0 = proc.now()
+        local ok, err = item:ack()
+        local took = proc.now() - t0
+        assert(proxy:pass())
+        assert.are.equal(nil, ok)
+        assert.are.equal("unknown", err)
+        assert.truthy(took < 0.7, ("ack took %.2f s"):format(took))
+        -- It happened: the item is gone, and the next ack says so.
+        assert.truthy(zk.wait_until(function() return admin:work_queue("/wq"):len() == 0 end,
+                                    5, admin))
+        assert.truthy(item:ack())
+        c:close()
+        admin:close()
+        srv:destroy()
+    end)
+end)
+
+
+describe("a short outage #zk", function()
+    it("8 sessions are all back within a second of the server answering", function()
+        local srv = server()
+        local N, S = 8, 10
+        local cs, sids = {}, {}
+        for i = 1, N do
+            cs[i] = client(srv, S)
+            sids[i] = cs[i]:session_id()
+        end
+        srv:down()
+        local t_down = proc.now()
+        -- 5 s without a server, every client driven (each its own process).
+        while proc.now() - t_down < 5 do
+            for _, c in ipairs(cs) do c:dispatch(0.005) end
+        end
+        assert.truthy(srv:up())
+        local t_up = proc.now()
+        local back, slow, n = {}, {}, 0
+        while n < N and proc.now() - t_up < S do
+            for i, c in ipairs(cs) do
+                c:dispatch(0.005)
+                if not back[i] and c:state() ~= "suspended" then
+                    back[i] = proc.now() - t_up
+                    n = n + 1
+                    if c:session_id() ~= sids[i] or back[i] > 1 then
+                        slow[#slow + 1] = ("client %d: %s after %.2f s, same session: %s")
+                                          :format(i, c:state(), back[i],
+                                                  tostring(c:session_id() == sids[i]))
+                    end
+                end
+            end
+        end
+        local worst = 0
+        for i = 1, N do worst = math.max(worst, back[i] or math.huge) end
+        print(("\n[outage] 8 sessions, 5 s outage: all back %.0f ms after the server answered")
+              :format(worst * 1000))
+        assert.are.same({}, slow)
+        assert.truthy(worst < 1, ("the last session came back after %.2f s"):format(worst))
+        for _, c in ipairs(cs) do c:close() end
+        srv:destroy()
+    end)
+end)
+
+
+describe("nodes given up while a whole ensemble is down #zk #slow", function()
+    it("a lock released then (the session counted lost) is free within a second", function()
+        local ens = assert(zk.zkserver.start_ensemble({ size = 3 }))
+        released_while_down({
+            hosts = ens.hosts,
+            down = function()
+                for _, s in ipairs(ens.servers) do assert(s:stop()) end
+            end,
+            up = function()
+                for _, s in ipairs(ens.servers) do assert(s:start({ wait = false })) end
+                return ens:wait_ready()
+            end,
+        }, "ensemble: ")
+        ens:destroy()
+    end)
+end)
+
+
+-- The same in nginx: 8 workers, one client each (zkcoord.ngx), each
+-- reporting its state and session into a shared dict as it changes.
+local NGX_APP = [==[
+local zn = require "zkcoord.ngx"
+local _M = {}
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 10, sock_dir = "/tmp" }
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c = zn.client()
+        if not c then return end
+        local id = ngx.worker.id()
+        local function report()
+            ngx.shared.st:set(id, c:state() .. " " .. tostring(c:session_id()))
+        end
+        c:on_state(report)
+        report()
+    end)
+end
+
+function _M.states()
+    for i = 0, ngx.worker.count() - 1 do
+        ngx.say(tostring(ngx.shared.st:get(i)))
+    end
+end
+
+return _M
+]==]
+
+local NGX_HTTP = [[
+    lua_shared_dict st 64k;
+    init_worker_by_lua_block { require("app").init_worker() }
+    exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+    server {
+        listen 127.0.0.1:@PORT@ reuseport;
+        location = /states { content_by_lua_block { require("app").states() } }
+    }
+]]
+
+describe("a short outage in nginx #zk #ngx", function()
+    it("8 workers' sessions are all back within a second of the server answering", function()
+        local nginx = require "helpers.nginx"
+        local srv = server()
+        local n = assert(nginx.start { workers = 8, env = { ZK_HOSTS = srv.hosts },
+                                       lua_modules = { app = NGX_APP }, http = NGX_HTTP })
+        -- The workers' sessions, once all 8 are in the same state.
+        local function sessions(state)
+            local status, body = n:get("/states", 2)
+            local out = {}
+            if status == 200 then
+                for st, sid in body:gmatch("(%S+) (%S+)") do
+                    if st == state then out[#out + 1] = sid end
+                end
+            end
+            table.sort(out)
+            return #out == 8 and out or nil
+        end
+        local before
+        assert.truthy(zk.wait_until(function()
+            before = sessions("connected")
+            return before
+        end, 20), "the workers did not connect:\n" .. n:log_tail())
+        srv:down()
+        assert.truthy(zk.wait_until(function() return sessions("suspended") end, 5))
+        proc.sleep(5)
+        assert.truthy(srv:up())
+        local t_up = proc.now()
+        local after
+        zk.wait_until(function()
+            after = sessions("connected")
+            return after
+        end, 10)
+        local took = proc.now() - t_up
+        print(("\n[outage] nginx, 8 workers, 5 s outage: all back %.0f ms after the server"
+               .. " answered"):format(took * 1000))
+        assert.are.same(before, after)
+        assert.truthy(took < 1, ("the last session came back after %.2f s"):format(took))
+        n:destroy()
+        srv:destroy()
+    end)
+end)
