@@ -47,6 +47,7 @@
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
+local cohort = require "zkcoord.cohort"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
 local running = coroutine.running
@@ -57,7 +58,7 @@ local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
-local OPT_KEYS = { "owner", "data", "reentrant" }
+local OPT_KEYS = { "owner", "data", "reentrant", "cohort", "cohort_handoffs", "cohort_time" }
 
 local LOCK = line.driver { marker = "lock-", rule = rules.first }
 local WEAK_KEYS = { __mode = "k" }
@@ -70,6 +71,9 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@field owner any?        fixed owner token (default: the nginx request, else the running coroutine)
 ---@field data string?      data of our lock node (who holds it, for humans)
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
+---@field cohort boolean? default false; true: this process's owners share one node (zkcoord.cohort)
+---@field cohort_handoffs integer? local handoffs per node while a remote waiter is in line (16)
+---@field cohort_time number? seconds a node is passed on locally while a remote waiter is in line (0.01)
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
 ---@param client table
@@ -89,6 +93,9 @@ function _M.new(client, path, opts, driver, pick)
     end
     if pick ~= nil and type(pick) ~= "function" then
         argerror(5, "lock", "pick must be a function or nil")
+    end
+    if opts.cohort ~= nil then
+        cohort.check_opts(opts, client, pick, argerror)
     end
     return setmetatable({
         client = client,
@@ -205,6 +212,16 @@ function _M:acquire(timeout)
         h.count = h.count + 1
         return true
     end
+    if self._opts.cohort then
+        h = { count = 1, lock = self, owner = owner, watched = true,
+              opts = self._opts, lost_fns = self._lost_fns }
+        local ok, err = cohort.acquire(self.client, self.path, self._driver, h, timeout)
+        if not ok then
+            return nil, err
+        end
+        self._holds[owner] = h
+        return true
+    end
     local d, pick = self._driver, self._pick
     if pick then
         d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
@@ -253,7 +270,11 @@ function _M:release()
         return true
     end
     self._holds[owner] = nil
-    h.q:leave()
+    if h.cohort then
+        cohort.release(h)    -- to the next local owner, or the node goes
+    else
+        h.q:leave()
+    end
     return true
 end
 
@@ -265,15 +286,17 @@ function _M:held()
 end
 
 
---- The fencing token of the current owner's grant (the node's czxid).
----@return number|nil token, string? err
+--- The fencing token of the current owner's grant (the node's czxid); with
+--- `cohort`, a second value n, the grant's number within the node: compare
+--- (czxid, n) pairs (zkcoord.cohort's header).
+---@return number|nil token, string|integer|nil err_or_n
 function _M:token()
     check_self(self, "token")
     local h = live_hold(self, self:_owner())
     if not h then
         return nil, "notheld"
     end
-    return h.q:stat().czxid
+    return h.q:stat().czxid, h.n
 end
 
 

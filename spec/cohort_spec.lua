@@ -1,0 +1,360 @@
+-- The lock cohort (client:lock(path, { cohort = true })): owners of one
+-- process share one node and hand the lock over locally, within a bound.
+local zk = require "helpers.zk"
+local zkcoord = require "zkcoord"
+local cohort = require "zkcoord.cohort"
+
+-- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
+local function above(z, n, z0, n0)
+    return z > z0 or (z == z0 and n > n0)
+end
+
+-- Requests the server received on `client`'s connection (`cons`).
+local function server_recved(client)
+    local host, port = zk.hosts():match("([^,:]+):(%d+)")
+    local text = assert(zk.proc.tcp_probe(host, tonumber(port), "cons", 5))
+    local sid = "0x" .. client:session_id():lower():gsub("^0+", "")
+    for l in text:gmatch("[^\n]+") do
+        if l:lower():find("sid=" .. sid, 1, true) then
+            return tonumber(l:match("recved=(%d+)"))
+        end
+    end
+    error("session " .. sid .. " not in cons:\n" .. text)
+end
+
+-- A contender process: 8 coroutines, `rounds` grants each, on one cohort
+-- lock; every holder checks its token pair against the fence znode and
+-- writes its own with the version it read (a check-and-set: another
+-- holder writing in between, or a stale token, is a failure).
+local CONTENDER = [[
+local path, rounds, out = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 })
+local lock = c:lock(path .. "/l", { cohort = true, cohort_handoffs = 4, cohort_time = 0.005 })
+local grants, local_grants, err = 0, 0, nil
+for _ = 1, 8 do
+    c:spawn(function()
+        for _ = 1, rounds do
+            local ok, e = lock:acquire(60)
+            if not ok then err = err or ("acquire: " .. tostring(e)) return end
+            local z, n = lock:token()
+            if n > 0 then local_grants = local_grants + 1 end
+            local data, stat = c:get(path .. "/fence")
+            local z0, n0 = data:match("^(%d+) (%d+)$")
+            z0, n0 = tonumber(z0), tonumber(n0)
+            if not (z > z0 or (z == z0 and n > n0)) then
+                err = err or ("stale token %d %d after %d %d"):format(z, n, z0, n0)
+            end
+            local ok2, e2 = c:set(path .. "/fence", ("%d %d"):format(z, n), stat.version)
+            if not ok2 then err = err or ("fence set: " .. tostring(e2)) end
+            grants = grants + 1
+            assert(lock:release())
+        end
+    end)
+end
+c:run(120)
+local f = assert(io.open(out, "w"))
+f:write(("%d %d %s\n"):format(grants, local_grants, err or "ok"))
+f:close()
+c:close()
+]]
+
+-- A remote waiter (its own process): 5 acquires while the cohort is busy,
+-- each "requested granted" in proc.now() time (the system's monotonic clock).
+local REMOTE = [[
+local path, out = ...
+local zkcoord = require "zkcoord"
+local proc = require "helpers.proc"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 })
+local lock = c:lock(path)
+local lines = {}
+proc.sleep(0.3)
+assert(lock:acquire(30))     -- warm up (modules, JIT) before measuring
+assert(lock:release())
+for _ = 1, 5 do
+    local t0 = proc.now()
+    assert(lock:acquire(30))
+    lines[#lines + 1] = ("%.6f %.6f\n"):format(t0, proc.now())
+    assert(lock:release())
+    proc.sleep(0.05)
+end
+c:close()
+local f = assert(io.open(out, "w"))
+f:write(table.concat(lines))
+f:close()
+]]
+
+
+describe("lock cohort #zk", function()
+    local root, c
+
+    before_each(function()
+        root = zk.new_root("cohort")
+        c = zk.client { chroot = root, session_timeout = 10 }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("keeps mutual exclusion and strictly increasing tokens across 3 processes x 8 coroutines",
+       function()
+        assert(zk.admin():create(root .. "/fence", "0 0"))
+        local rounds, pids, outs = 15, {}, {}
+        for i = 1, 3 do
+            outs[i] = zk.tmpdir() .. ("/cohort-%d-%d.out"):format(zk.proc.getpid(), i)
+            os.remove(outs[i])
+            pids[i] = assert(zk.spawn_lua(CONTENDER, { root, rounds, outs[i] },
+                                          outs[i] .. ".log"))
+        end
+        local total, locals = 0, 0
+        for i = 1, 3 do
+            assert.is_true(zk.proc.wait_exit(pids[i], 120))
+            local text = assert(zk.proc.read_file(outs[i]), zk.proc.read_file(outs[i] .. ".log"))
+            local g, l, verdict = text:match("^(%d+) (%d+) (.-)\n")
+            assert.equal("ok", verdict)
+            total, locals = total + tonumber(g), locals + tonumber(l)
+        end
+        assert.equal(3 * 8 * rounds, total)
+        -- The fence saw every grant, local ones included, in token order.
+        local _, stat = zk.admin():get(root .. "/fence")
+        assert.equal(total, stat.version)
+        assert.is_true(locals > 0, "no local handoff happened")
+        assert.same({}, (zk.admin():children(root .. "/l")))
+    end)
+
+    it("hands over locally without a request to the server", function()
+        local lock = c:lock("/l", { cohort = true, cohort_handoffs = 100000, cohort_time = 60 })
+        local gate = c:waiter():event()
+        local grants, tokens = 0, {}
+        -- The first holder waits until all others queued: from then on
+        -- every grant is a local handoff.
+        c:spawn(function()
+            assert(lock:acquire(10))
+            tokens[#tokens + 1] = { lock:token() }
+            gate:wait(10)
+            grants = grants + 1
+            assert(lock:release())
+        end)
+        for _ = 1, 15 do
+            c:spawn(function()
+                for _ = 1, 20 do
+                    assert(lock:acquire(10))
+                    grants = grants + 1
+                    tokens[#tokens + 1] = { lock:token() }
+                    assert(lock:release())
+                end
+            end)
+        end
+        local before
+        c:spawn(function()
+            c:waiter():sleep(0.2)      -- everyone queued behind the holder
+            before = server_recved(c)
+            gate:set()
+        end)
+        assert.is_true(c:run(30))
+        local after = server_recved(c)
+        assert.truthy(zk.wait_until(function()
+            return #assert(zk.admin():children(root .. "/l")) == 0
+        end))
+        assert.equal(1 + 15 * 20, grants)
+        for i = 2, #tokens do
+            assert.is_true(above(tokens[i][1], tokens[i][2], tokens[i - 1][1], tokens[i - 1][2]))
+        end
+        assert.equal(tokens[1][1], tokens[#tokens][1])   -- one node for all
+        -- 300 grants: the delete of the one node, the watch on the line
+        -- and on the node, maybe a ping. Without the cohort: 900 and more.
+        assert.is_true(after - before <= 6, "requests: " .. (after - before))
+        local st = zk.admin():exists(root .. "/l")
+        assert.equal(2, st.cversion)     -- one create, one delete under the lock
+    end)
+
+    it("passes a node on at most cohort_handoffs times while a remote waiter is in line",
+       function()
+        local K = 3
+        local lock = c:lock("/l", { cohort = true, cohort_handoffs = K, cohort_time = 60 })
+        local first = zk.client { chroot = root }:lock("/l", { owner = "first" })
+        assert(first:acquire(5))      -- the line: first, then our node ...
+        local grants, at_block = {}, nil
+        for _ = 1, 8 do
+            c:spawn(function()
+                assert(lock:acquire(20))
+                grants[#grants + 1] = { lock:token() }
+                c:waiter():sleep(0.002)
+                assert(lock:release())
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.2)
+            -- ... then a remote waiter's node (one that stays until we delete it)
+            local waiter = assert(zk.admin():create(root .. "/l/_c_" .. zkcoord.line.uuid()
+                                                    .. "-lock-", "", { sequential = true,
+                                                                       ephemeral = true }))
+            assert(first:release())
+            c:waiter():sleep(0.3)
+            at_block = #grants
+            assert(zk.admin():delete(waiter))
+        end)
+        assert.is_true(c:run(30))
+        assert.equal(K + 1, at_block)        -- our node went after K local handoffs
+        assert.equal(8, #grants)
+        for i = 1, K + 1 do
+            assert.same({ grants[1][1], i - 1 }, grants[i])
+        end
+        assert.is_true(grants[K + 2][1] > grants[1][1])   -- a new node, behind the waiter
+    end)
+
+    it("serves a remote process within a short wait while local owners keep wanting the lock",
+       function()
+        local lock = c:lock("/l", { cohort = true })   -- default bounds: 16, 0.01 s
+        local out = zk.tmpdir() .. ("/cohort-remote-%d.out"):format(zk.proc.getpid())
+        os.remove(out)
+        local pid = assert(zk.spawn_lua(REMOTE, { root .. "/l", out }, out .. ".log"))
+        local grant_times = {}
+        for _ = 1, 8 do
+            c:spawn(function()
+                while zk.proc.alive(pid) do
+                    assert(lock:acquire(10))
+                    grant_times[#grant_times + 1] = zk.proc.now()
+                    c:waiter():sleep(0.001)
+                    assert(lock:release())
+                end
+            end)
+        end
+        assert.is_true(c:run(60))
+        local text = assert(zk.proc.read_file(out), zk.proc.read_file(out .. ".log"))
+        local waits = 0
+        for t0, t1 in text:gmatch("(%S+) (%S+)\n") do
+            t0, t1 = tonumber(t0), tonumber(t1)
+            waits = waits + 1
+            local n = 0
+            for _, t in ipairs(grant_times) do
+                if t > t0 and t < t1 then
+                    n = n + 1
+                end
+            end
+            -- Without a bound the remote would wait until the local owners
+            -- stop, which they do only when it is done: its acquire(30).
+            assert.is_true(t1 - t0 < zk.SESSION_TIMEOUT / 2,
+                           ("remote waited %.3f s, %d local grants"):format(t1 - t0, n))
+            assert.is_true(n > 0 or t1 - t0 < 0.01, "no local owner wanted the lock meanwhile")
+        end
+        assert.equal(5, waits)
+    end)
+
+    it("tells the holder of a lost node, and never hands that node to a local waiter", function()
+        local lock = c:lock("/l", { cohort = true })
+        local lost, released, granted = {}, nil, {}
+        lock:on_lost(function(reason, owner) lost[#lost + 1] = { reason, owner } end)
+        local holder_co, lost_czxid
+        c:spawn(function()
+            holder_co = coroutine.running()
+            assert(lock:acquire(10))
+            lost_czxid = lock:token()
+            while #lost == 0 and not c:is_closed() do
+                c:waiter():sleep(0.02)
+            end
+            assert.is_false(lock:held())
+            released = { lock:release() }
+        end)
+        for i = 1, 3 do
+            c:spawn(function()
+                c:waiter():sleep(0.05)
+                local ok, err = lock:acquire(30)
+                assert(ok, err)
+                local z, n = lock:token()
+                granted[#granted + 1] = { i = i, z = z, n = n, serial = c:serial() }
+                assert(lock:release())
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.3)       -- the waiters queued locally
+            local sid, pw = c:session_id(), c:session_password()
+            while #lost == 0 do
+                local o = zkcoord.connect { servers = zk.hosts(), session_id = sid,
+                                            session_password = pw, connect_timeout = 2,
+                                            session_timeout = 10, reconnect = false }
+                if o then
+                    o:close()
+                end
+                c:waiter():sleep(0.5)
+            end
+        end)
+        assert.is_true(c:run(60))
+        assert.equal(1, #lost)
+        assert.equal("sessionexpired", lost[1][1])
+        assert.equal(holder_co, lost[1][2])
+        assert.same({ nil, "lost" }, released)
+        assert.equal(3, #granted)
+        for _, g in ipairs(granted) do
+            assert.is_true(g.z > lost_czxid, "a waiter was handed the lost node")
+        end
+        for k = 2, 3 do
+            assert.is_true(above(granted[k].z, granted[k].n, granted[k - 1].z, granted[k - 1].n))
+        end
+    end)
+
+    it("lets a queued owner time out and leaves the queue clean", function()
+        local lock = c:lock("/l", { cohort = true })
+        local res = {}
+        c:spawn(function()
+            assert(lock:acquire(10))
+            c:waiter():sleep(0.3)
+            assert(lock:release())
+        end)
+        c:spawn(function()
+            c:waiter():sleep(0.02)
+            res.timed = { lock:acquire(0.1) }
+            res.try = { lock:acquire(0) }
+        end)
+        c:spawn(function()
+            c:waiter():sleep(0.05)
+            res.late = { lock:acquire(5) }
+            res.late_n = select(2, lock:token())
+            assert(lock:release())
+        end)
+        assert.is_true(c:run(20))
+        assert.same({ nil, "timeout" }, res.timed)
+        assert.same({ nil, "timeout" }, res.try)
+        assert.same({ true }, res.late)
+        assert.equal(1, res.late_n)   -- handed over locally, past the one that left
+        assert.same({}, (c:children("/l")))
+    end)
+
+    it("is reentrant per owner", function()
+        local lock = c:lock("/l", { cohort = true })
+        assert(lock:acquire(5))
+        assert(lock:acquire(5))
+        assert.equal(2, lock:count())
+        assert(lock:release())
+        assert.is_true(lock:held())
+        assert(lock:release())
+        assert.is_false(lock:held())
+        assert.same({ nil, "notheld" }, { lock:release() })
+    end)
+
+    it("excludes a lock without the cohort on the same path", function()
+        local plain = zk.client { chroot = root }:lock("/l")
+        local lock = c:lock("/l", { cohort = true })
+        assert(lock:acquire(5))
+        assert.same({ nil, "timeout" }, { plain:acquire(0.2) })
+        assert(lock:release())
+        assert(plain:acquire(5))
+        assert.same({ nil, "timeout" }, { lock:acquire(0.2) })
+        assert(plain:release())
+    end)
+
+    it("gives the token pair as one number while it is exact", function()
+        assert.equal(5 * 4096 + 3, cohort.number(5, 3))
+        assert.is_true(cohort.number(5, 4095) < cohort.number(6, 0))
+        assert.is_nil(cohort.number(2 ^ 41, 0))
+    end)
+
+    it("checks its options", function()
+        assert.has_error(function() c:lock("/l", { cohort = 1 }) end)
+        assert.has_error(function() c:lock("/l", { cohort = true, cohort_handoffs = -1 }) end)
+        assert.has_error(function() c:lock("/l", { cohort = true, cohort_time = "x" }) end)
+    end)
+end)
