@@ -358,3 +358,85 @@ describe("lock cohort #zk", function()
         assert.has_error(function() c:lock("/l", { cohort = true, cohort_time = "x" }) end)
     end)
 end)
+
+
+-- A zkcoord process of 4 coroutines on one cohort lock, CuratorPeer's
+-- protocol per coroutine: an ephemeral marker while it holds, counted, so
+-- ZooKeeper itself sees an overlap with Curator's holders.
+local COHORT_PEER = [[
+local path, markers, rounds = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 })
+-- cohort_time 1 s: local handoffs go on while Curator's contenders wait.
+local lock = c:lock(path, { cohort = true, cohort_time = 1 })
+local acquired, locals, bad = 0, 0, nil
+for i = 1, 4 do
+    c:spawn(function()
+        local me = markers .. "/w-lua" .. i
+        for _ = 1, rounds do
+            local ok, err = lock:acquire(30)
+            if not ok then bad = bad or ("error " .. tostring(err)) return end
+            if select(2, lock:token()) > 0 then locals = locals + 1 end
+            assert(c:create(me, "", { ephemeral = true }))
+            local n = 0
+            for _, m in ipairs(assert(c:children(markers))) do
+                if m:sub(1, 1) == "w" then n = n + 1 end
+            end
+            if n > 1 then bad = bad or ("violation " .. n) end
+            acquired = acquired + 1
+            c:waiter():sleep(0.01)
+            assert(c:delete(me))
+            assert(lock:release())
+        end
+    end)
+end
+c:run(120)
+print(("%d %d %s"):format(acquired, locals, bad or "ok"))
+c:close()
+]]
+
+describe("lock cohort beside Curator's InterProcessMutex #zk #nosan", function()
+    local curator = require "helpers.curator"
+    local root
+
+    setup(function()
+        curator.compile("CuratorPeer")
+    end)
+
+    before_each(function()
+        root = zk.new_root("cohort-curator")
+    end)
+
+    after_each(function()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("excludes Curator's holders while handing over locally", function()
+        local path, markers = root .. "/r", root .. "/markers"
+        assert(zk.admin():create(markers))
+        local rounds, logs, pids = 8, {}, {}
+        for i = 1, 2 do
+            logs[i] = ("%s/cohort-curator-%d-%d.log"):format(zk.tmpdir(), zk.proc.getpid(), i)
+            pids[i] = curator.spawn("CuratorPeer", { "lock", zk.hosts(), path, markers,
+                                                     "java" .. i, rounds, 10 }, logs[i])
+        end
+        logs[3] = ("%s/cohort-curator-%d-lua.log"):format(zk.tmpdir(), zk.proc.getpid())
+        pids[3] = assert(zk.spawn_lua(COHORT_PEER, { path, markers, rounds }, logs[3]))
+        for _, pid in ipairs(pids) do
+            assert.truthy(zk.proc.wait_exit(pid, 120), "a contender did not finish")
+        end
+        for i = 1, 2 do
+            local text = zk.proc.read_file(logs[i]) or ""
+            assert.is_nil(text:match("violation"), text)
+            assert.is_nil(text:match("error"), text)
+            local _, n = text:gsub("acquired %d+", "")
+            assert.equal(rounds, n, text)
+        end
+        local text = zk.proc.read_file(logs[3]) or ""
+        local acquired, locals, verdict = text:match("(%d+) (%d+) (%S+)")
+        assert.equal("ok", verdict, text)
+        assert.equal(4 * rounds, tonumber(acquired))
+        assert.is_true(tonumber(locals) > 0, "no local handoff: " .. text)
+    end)
+end)
