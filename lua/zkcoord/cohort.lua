@@ -225,6 +225,17 @@ local function start_watching(c)
 end
 
 
+--- on_lost was registered while hold `h` holds: watch its node now.
+function _M.watch_lost(h)
+    local c = h.cohort
+    local rec = c.rec
+    if c.holder == h and rec and not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(node_lost, rec)
+    end
+end
+
+
 -- Owner hold `h` joins the line for the cohort.
 local function lead(c, h, timeout)
     c.state = "entering"
@@ -293,8 +304,9 @@ local function within_bound(c, opts)
 end
 
 
---- The last release of hold `h`: hands the node to the next local owner,
---- or deletes it (without waiting).
+--- The last release of hold `h` (or its release after a loss): hands the
+--- node to the next local owner, or deletes it (without waiting); a lost
+--- node goes to no one, the next local owner joins the line again.
 function _M.release(h)
     local c = h.cohort
     if c.holder ~= h then

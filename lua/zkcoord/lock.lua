@@ -213,7 +213,7 @@ function _M:acquire(timeout)
         return true
     end
     if self._opts.cohort then
-        h = { count = 1, lock = self, owner = owner, watched = true,
+        h = { count = 1, lock = self, owner = owner,
               opts = self._opts, lost_fns = self._lost_fns }
         local ok, err = cohort.acquire(self.client, self.path, self._driver, h, timeout)
         if not ok then
@@ -263,6 +263,9 @@ function _M:release()
     end
     if not h.q:is_through() then
         self._holds[owner] = nil
+        if h.cohort then
+            cohort.release(h)    -- the cohort learns it too, if it had not
+        end
         return nil, "lost"
     end
     h.count = h.count - 1
@@ -323,7 +326,9 @@ function _M:on_lost(fn)
     util.add_fn(self._lost_fns, fn, "on_lost")
     -- Holds granted before: watch their nodes from now on.
     for _, h in pairs(self._holds) do
-        if not h.watched then
+        if h.cohort then
+            cohort.watch_lost(h)
+        elseif not h.watched then
             h.watched = true
             h.q:on_lost(hold_lost, h)
         end
