@@ -371,6 +371,90 @@ describe("lock cohort #zk", function()
         assert(plain:release())
     end)
 
+    it("lets the readers of one process share one read node", function()
+        local rl = c:rwlock("/rw", { cohort = true }):read_lock()
+        local n, tokens, gate = 0, {}, c:waiter():event()
+        local nodes
+        for i = 1, 8 do
+            c:spawn(function()
+                assert(rl:acquire(10))
+                tokens[i] = { rl:token() }
+                n = n + 1
+                if n == 8 then
+                    nodes = #assert(c:children("/rw"))
+                    gate:set()
+                end
+                gate:wait(10)
+                assert(rl:release())
+            end)
+        end
+        assert.is_true(c:run(20))
+        assert.equal(1, nodes)
+        local seen = {}
+        for i = 1, 8 do
+            assert.equal(tokens[1][1], tokens[i][1])
+            seen[tokens[i][2]] = true
+        end
+        for k = 0, 7 do
+            assert.is_true(seen[k])
+        end
+        assert.truthy(zk.wait_until(function() return #assert(c:children("/rw")) == 0 end, 5, c))
+    end)
+
+    it("lets a writer of the same process in within the bound while readers keep coming",
+       function()
+        local rw = c:rwlock("/rw", { cohort = true, cohort_handoffs = 4, cohort_time = 60 })
+        local rl, wl = rw:read_lock(), rw:write_lock()
+        local readers, writing, bad, stop, reads, writes, most = 0, false, nil, false, 0, 0, 0
+        for _ = 1, 8 do
+            c:spawn(function()
+                while not stop do
+                    assert(rl:acquire(10))
+                    if writing then bad = "a reader while the writer writes" end
+                    readers, reads = readers + 1, reads + 1
+                    c:waiter():sleep(0.002)
+                    readers = readers - 1
+                    assert(rl:release())
+                end
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.05)
+            for _ = 1, 5 do
+                local r0 = reads
+                local ok, err = wl:acquire(5)
+                assert(ok, err)
+                -- The read node ahead: cohort_handoffs more joins at most,
+                -- and those in the round trip before the line watch told.
+                -- Without a bound: thousands (until the token's range ends).
+                most = math.max(most, reads - r0)
+                if readers > 0 then bad = "the writer while " .. readers .. " read" end
+                writing, writes = true, writes + 1
+                c:waiter():sleep(0.005)
+                writing = false
+                assert(wl:release())
+                c:waiter():sleep(0.01)
+            end
+            stop = true
+        end)
+        assert.is_true(c:run(60))
+        assert.is_nil(bad)
+        assert.equal(5, writes)
+        assert.is_true(most < 200, "reads while the writer waited: " .. most)
+        assert.is_true(reads > 5 * 5, "the readers hardly ran: " .. reads)
+    end)
+
+    it("downgrades: a writer's read lock is its own node, never shared", function()
+        local rw = c:rwlock("/rw", { cohort = true })
+        local rl, wl = rw:read_lock(), rw:write_lock()
+        assert(wl:acquire(5))
+        assert(rl:acquire(5))
+        assert.is_nil(select(2, rl:token()))     -- the downgrade node: no cohort
+        assert(wl:release())
+        assert.is_true(rl:held())
+        assert(rl:release())
+    end)
+
     it("gives the token pair as one number while it is exact", function()
         assert.equal(5 * 4096 + 3, cohort.number(5, 3))
         assert.is_true(cohort.number(5, 4095) < cohort.number(6, 0))
@@ -421,6 +505,44 @@ print(("%d %d %s"):format(acquired, locals, bad or "ok"))
 c:close()
 ]]
 
+-- The same for the rwlock: 4 reader coroutines sharing a read node and one
+-- writer coroutine of the same process.
+local RW_COHORT_PEER = [[
+local path, markers, rounds = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 })
+local rw = c:rwlock(path, { cohort = true, cohort_time = 1 })
+local acquired, shared, bad = 0, 0, nil
+local function side(l, kind, name, counted, limit)
+    return function()
+        local me = markers .. "/" .. kind .. "-" .. name
+        for _ = 1, rounds do
+            local ok, err = l:acquire(30)
+            if not ok then bad = bad or ("error " .. tostring(err)) return end
+            if kind == "r" and select(2, l:token()) > 0 then shared = shared + 1 end
+            assert(c:create(me, "", { ephemeral = true }))
+            local n = 0
+            for _, m in ipairs(assert(c:children(markers))) do
+                if counted:find(m:sub(1, 1), 1, true) then n = n + 1 end
+            end
+            if n > limit then bad = bad or ("violation " .. kind .. " " .. n) end
+            acquired = acquired + 1
+            c:waiter():sleep(0.01)
+            assert(c:delete(me))
+            assert(l:release())
+        end
+    end
+end
+for i = 1, 4 do
+    c:spawn(side(rw:read_lock(), "r", "lua" .. i, "w", 0))
+end
+c:spawn(side(rw:write_lock(), "w", "luaw", "wr", 1))
+c:run(120)
+print(("%d %d %s"):format(acquired, shared, bad or "ok"))
+c:close()
+]]
+
 describe("lock cohort beside Curator's InterProcessMutex #zk #nosan", function()
     local curator = require "helpers.curator"
     local root
@@ -437,31 +559,45 @@ describe("lock cohort beside Curator's InterProcessMutex #zk #nosan", function()
         zk.delete_tree(zk.admin(), root)
     end)
 
-    it("excludes Curator's holders while handing over locally", function()
+    -- Runs a Curator peer per mode and the zkcoord process `peer` on one
+    -- path; checks Curator's side; returns the zkcoord process's counts.
+    local function beside_curator(modes, peer, rounds)
         local path, markers = root .. "/r", root .. "/markers"
         assert(zk.admin():create(markers))
-        local rounds, logs, pids = 8, {}, {}
-        for i = 1, 2 do
-            logs[i] = ("%s/cohort-curator-%d-%d.log"):format(zk.tmpdir(), zk.proc.getpid(), i)
-            pids[i] = curator.spawn("CuratorPeer", { "lock", zk.hosts(), path, markers,
+        local logs, pids = {}, {}
+        for i, mode in ipairs(modes) do
+            logs[i] = ("%s/%s-%d.log"):format(zk.tmpdir(), root:gsub("/", "_"), i)
+            pids[i] = curator.spawn("CuratorPeer", { mode, zk.hosts(), path, markers,
                                                      "java" .. i, rounds, 10 }, logs[i])
         end
-        logs[3] = ("%s/cohort-curator-%d-lua.log"):format(zk.tmpdir(), zk.proc.getpid())
-        pids[3] = assert(zk.spawn_lua(COHORT_PEER, { path, markers, rounds }, logs[3]))
+        local lua_log = ("%s/%s-lua.log"):format(zk.tmpdir(), root:gsub("/", "_"))
+        pids[#pids + 1] = assert(zk.spawn_lua(peer, { path, markers, rounds }, lua_log))
         for _, pid in ipairs(pids) do
             assert.truthy(zk.proc.wait_exit(pid, 120), "a contender did not finish")
         end
-        for i = 1, 2 do
+        for i = 1, #modes do
             local text = zk.proc.read_file(logs[i]) or ""
             assert.is_nil(text:match("violation"), text)
             assert.is_nil(text:match("error"), text)
             local _, n = text:gsub("acquired %d+", "")
             assert.equal(rounds, n, text)
         end
-        local text = zk.proc.read_file(logs[3]) or ""
+        local text = zk.proc.read_file(lua_log) or ""
         local acquired, locals, verdict = text:match("(%d+) (%d+) (%S+)")
         assert.equal("ok", verdict, text)
-        assert.equal(4 * rounds, tonumber(acquired))
-        assert.is_true(tonumber(locals) > 0, "no local handoff: " .. text)
+        return tonumber(acquired), tonumber(locals)
+    end
+
+    it("excludes Curator's holders while handing over locally", function()
+        local acquired, locals = beside_curator({ "lock", "lock" }, COHORT_PEER, 8)
+        assert.equal(4 * 8, acquired)
+        assert.is_true(locals > 0, "no local handoff")
+    end)
+
+    it("rwlock: Curator's readers and writers and a cohort of readers exclude correctly",
+       function()
+        local acquired, shared = beside_curator({ "read", "write" }, RW_COHORT_PEER, 8)
+        assert.equal(5 * 8, acquired)
+        assert.is_true(shared > 0, "no reader joined a shared node")
     end)
 end)

@@ -35,6 +35,10 @@
 -- exact while czxid < 2^41 (ZooKeeper epochs below 512); it returns nil
 -- beyond that, where a resource must keep the pair.
 --
+-- A lock whose pick hook returns another driver for an acquire (rwlock's
+-- downgrade) makes that owner's node without the cohort. An rwlock's
+-- readers share a node (shared cohorts, below).
+--
 -- Not in nginx yet: an aborted request would leave the shared node to a
 -- request that is gone (lock.new refuses `cohort = true` there).
 local core = require "zkcoord.core"
@@ -69,7 +73,7 @@ end
 
 
 --- Checks the cohort options of a lock's opts (raises on a bad one).
-function _M.check_opts(opts, client, pick, argerror)
+function _M.check_opts(opts, client, argerror)
     if type(opts.cohort) ~= "boolean" then
         argerror(2, "lock", "cohort must be a boolean")
     end
@@ -80,9 +84,6 @@ function _M.check_opts(opts, client, pick, argerror)
     local t = opts.cohort_time
     if t ~= nil and (type(t) ~= "number" or t < 0 or t ~= t) then
         argerror(2, "lock", "cohort_time must be a number of seconds >= 0")
-    end
-    if opts.cohort and pick then
-        argerror(2, "lock", "cohort is not supported with a pick hook (rwlock) yet")
     end
     if opts.cohort and client:waiter().track then
         argerror(2, "lock", "cohort is not supported inside nginx yet")
@@ -131,6 +132,27 @@ local function pop(c)
     end
     c.head, c.tail = 1, 0
     return nil
+end
+
+
+-- Queues hold `h` at the end of `line` (a cohort or a generation).
+local function enqueue(line_, client, h)
+    local e = { h = h, ev = client:waiter():event() }
+    line_.tail = line_.tail + 1
+    line_.waiting[line_.tail] = e
+    return e
+end
+
+-- Waits for queue entry `e` to be woken: "held" (it holds now), "lead" (it
+-- is to join the line itself), or nil, err when its time ran out (the
+-- entry stays, skipped by pop).
+local function await(e, client, deadline)
+    e.ev:wait(remaining(deadline))
+    if e.state then
+        return e.state
+    end
+    e.gone = true
+    return nil, client:is_closed() and "closed" or "timeout"
 end
 
 
@@ -225,8 +247,8 @@ local function start_watching(c)
 end
 
 
---- on_lost was registered while hold `h` holds: watch its node now.
-function _M.watch_lost(h)
+-- on_lost was registered while hold `h` holds: watch its node now.
+local function watch_lost_exclusive(h)
     local c = h.cohort
     local rec = c.rec
     if c.holder == h and rec and not rec.lost_watched then
@@ -261,11 +283,8 @@ local function lead(c, h, timeout)
 end
 
 
---- Acquires for hold `h` ({ owner =, opts = the lock's options, lost_fns
---- = its on_lost callbacks }) on the line of `driver` under `path`: sets
---- h.q (the shared position), h.n (the local grant number), h.cohort.
----@return true|nil ok, string? err
-function _M.acquire(client, path, driver, h, timeout)
+-- The exclusive form of _M.acquire.
+local function acquire_exclusive(client, path, driver, h, timeout)
     local c = cohort_of(client, path, driver)
     if c.state == "idle" then
         return lead(c, h, timeout)
@@ -274,20 +293,15 @@ function _M.acquire(client, path, driver, h, timeout)
         return nil, "timeout"     -- try once: an owner of this process has it
     end
     local deadline = util.deadline(timeout)
-    local e = { h = h, ev = c.client:waiter():event() }
-    c.tail = c.tail + 1
-    c.waiting[c.tail] = e
+    local e = enqueue(c, c.client, h)
     if c.state == "held" then
         start_watching(c)
     end
-    e.ev:wait(remaining(deadline))
-    if e.state == "held" then
-        return true
-    elseif e.state == "lead" then
+    local how, err = await(e, c.client, deadline)
+    if how == "lead" then
         return lead(c, h, remaining(deadline))
     end
-    e.gone = true
-    return nil, c.client:is_closed() and "closed" or "timeout"
+    return how and true, err
 end
 
 
@@ -304,10 +318,10 @@ local function within_bound(c, opts)
 end
 
 
---- The last release of hold `h` (or its release after a loss): hands the
---- node to the next local owner, or deletes it (without waiting); a lost
---- node goes to no one, the next local owner joins the line again.
-function _M.release(h)
+-- The last release of hold `h` (or its release after a loss): hands the
+-- node to the next local owner, or deletes it (without waiting); a lost
+-- node goes to no one, the next local owner joins the line again.
+local function release_exclusive(h)
     local c = h.cohort
     if c.holder ~= h then
         return     -- the node was lost meanwhile: the cohort moved on
@@ -328,6 +342,201 @@ function _M.release(h)
     end
     pass_lead(c)
     q:leave()
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Shared cohorts (an rwlock's readers): the readers of one client share
+-- one read node, a "generation". A reader joins the open generation at
+-- once (no request) while its node is through and, with a node behind it
+-- in line (a writer may wait there), fewer than cohort_handoffs joins and
+-- less than cohort_time went by since it was granted; otherwise it opens a
+-- new generation (a new node, behind that writer). Readers that arrive
+-- while a generation's node is being entered wait for it and all hold when
+-- it is through. The node goes when its last reader releases.
+
+local SHARED = setmetatable({}, { __mode = "k" })   -- drivers of shared lines
+
+--- Makes the lines of `driver` shared (readers hold together).
+function _M.shared(driver)
+    SHARED[driver] = true
+end
+
+
+local function gen_lost(reason, rec)
+    local g = rec.gen
+    if g.c.open == g then
+        g.c.open = nil
+    end
+    for h in pairs(g.holds) do
+        util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+    end
+end
+
+local function gen_watch_lost(g)
+    local rec = g.rec
+    if rec and not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(gen_lost, rec)
+    end
+end
+
+local function gen_line_changed(rec)
+    return function()
+        rec.changed = true
+        rec.gen.remote = true
+    end
+end
+
+local function gen_line_reply(rec)
+    return function(names)
+        if names and not rec.changed then
+            rec.gen.remote = behind_us(rec, names)
+        end
+    end
+end
+
+local function join(g, h)
+    local c = g.c
+    h.q, h.n, h.cohort, h.gen = g.rec.q, g.joins, c, g
+    g.joins = g.joins + 1
+    g.holders = g.holders + 1
+    g.holds[h] = true
+    if g.holders == 2 then
+        -- Several readers on one node: watch the line (writers behind) and
+        -- the node (loss), once each.
+        local rec = g.rec
+        if not rec.line_watched then
+            rec.line_watched = true
+            c.client:send("children", c.path, gen_line_changed(rec)):on_done(gen_line_reply(rec))
+        end
+        gen_watch_lost(g)
+    end
+end
+
+local function joinable(g, opts)
+    if g.state ~= "held" or not g.rec.q:is_through() or g.joins > LOCAL_MAX then
+        return false
+    end
+    if not g.remote then
+        return true
+    end
+    return g.joins <= (opts.cohort_handoffs or _M.DEFAULT_HANDOFFS)
+           and now() - g.since < (opts.cohort_time or _M.DEFAULT_TIME)
+end
+
+-- Reader `h` enters a node for generation `g`; on success every reader
+-- waiting for `g` holds too.
+local function lead_shared(g, h, timeout)
+    local c = g.c
+    local q = line.new(c.client, c.path, c.driver, h.opts.data)
+    local rec = { q = q, gen = g }
+    g.rec = rec
+    if #h.lost_fns > 0 then
+        gen_watch_lost(g)
+    end
+    local ok, err = q:enter(timeout)
+    if not ok then
+        g.rec = nil
+        local e = pop(g)
+        if e then
+            e.state = "lead"
+            e.ev:set()
+        elseif c.open == g then
+            c.open = nil
+        end
+        return nil, err
+    end
+    g.state, g.since = "held", now()
+    join(g, h)
+    local e = pop(g)
+    while e do
+        join(g, e.h)
+        e.state = "held"
+        e.ev:set()
+        e = pop(g)
+    end
+    return true
+end
+
+local function acquire_shared(client, path, driver, h, timeout)
+    local c = cohort_of(client, path, driver)
+    local g = c.open
+    if g and g.state == "held" then
+        if joinable(g, h.opts) then
+            join(g, h)
+            return true
+        end
+        c.open, g = nil, nil
+    end
+    if not g then
+        g = { c = c, state = "entering", holds = {}, holders = 0, joins = 0, since = 0,
+              remote = true, waiting = {}, head = 1, tail = 0 }
+        c.open = g
+        return lead_shared(g, h, timeout)
+    end
+    if timeout == 0 then
+        return nil, "timeout"     -- try once: a reader of this process is entering
+    end
+    local deadline = util.deadline(timeout)
+    local how, err = await(enqueue(g, client, h), client, deadline)
+    if how == "lead" then
+        return lead_shared(g, h, remaining(deadline))
+    end
+    return how and true, err
+end
+
+local function release_shared(h)
+    local g = h.gen
+    if not g.holds[h] then
+        return
+    end
+    g.holds[h] = nil
+    g.holders = g.holders - 1
+    if g.holders == 0 then
+        local c = g.c
+        if c.open == g then
+            c.open = nil
+        end
+        if c.open == nil then
+            c.home[c.path] = nil
+        end
+        g.rec.q:leave()
+    end
+end
+
+
+--- Acquires for hold `h` ({ owner =, opts = the lock's options, lost_fns
+--- = its on_lost callbacks }) on the line of `driver` under `path`: sets
+--- h.q (the shared position), h.n (the grant number within the node),
+--- h.cohort.
+---@return true|nil ok, string? err
+function _M.acquire(client, path, driver, h, timeout)
+    if SHARED[driver] then
+        return acquire_shared(client, path, driver, h, timeout)
+    end
+    return acquire_exclusive(client, path, driver, h, timeout)
+end
+
+
+--- The last release of hold `h`, or its release after a loss.
+function _M.release(h)
+    if h.gen then
+        return release_shared(h)
+    end
+    return release_exclusive(h)
+end
+
+
+--- on_lost was registered while hold `h` holds: watch its node now.
+function _M.watch_lost(h)
+    if h.gen then
+        if h.gen.holds[h] then
+            gen_watch_lost(h.gen)
+        end
+        return
+    end
+    return watch_lost_exclusive(h)
 end
 
 

@@ -95,7 +95,7 @@ function _M.new(client, path, opts, driver, pick)
         argerror(5, "lock", "pick must be a function or nil")
     end
     if opts.cohort ~= nil then
-        cohort.check_opts(opts, client, pick, argerror)
+        cohort.check_opts(opts, client, argerror)
     end
     return setmetatable({
         client = client,
@@ -212,19 +212,19 @@ function _M:acquire(timeout)
         h.count = h.count + 1
         return true
     end
-    if self._opts.cohort then
+    local d, pick = self._driver, self._pick
+    if pick then
+        d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
+    end
+    if self._opts.cohort and d == self._driver then
         h = { count = 1, lock = self, owner = owner,
               opts = self._opts, lost_fns = self._lost_fns }
-        local ok, err = cohort.acquire(self.client, self.path, self._driver, h, timeout)
+        local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
         if not ok then
             return nil, err
         end
         self._holds[owner] = h
         return true
-    end
-    local d, pick = self._driver, self._pick
-    if pick then
-        d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
     end
     local q = line.new(self.client, self.path, d, self._opts.data)
     h = { q = q, count = 1, lock = self, owner = owner }
