@@ -27,8 +27,9 @@
 -- running coroutine, so each coroutine has its own node and they contend
 -- as separate owners would; a counter object per coroutine means no
 -- combining of adds (that is counter_coroutines).
--- lock_one_session_cohort: lock_one_session with the locks' cohort = true
--- (zkcoord.cohort: the coroutines share one node, handoffs are local).
+-- lock_one_session_cohort, rwlock_one_session_cohort: the same with the
+-- recipe's cohort = true (zkcoord.cohort: the coroutines share one node;
+-- lock handoffs and read joins are local).
 -- These print threads= (sessions or coroutines) and thread_min= (the
 -- fewest cycles of one of them).
 local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
@@ -58,7 +59,8 @@ local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = tru
                     counter_fast = true, counter_coroutines_fast = true,
                     lock_sessions = true, rwlock_sessions = true, counter_sessions = true,
                     lock_one_session = true, rwlock_one_session = true,
-                    counter_one_session = true, lock_one_session_cohort = true }
+                    counter_one_session = true, lock_one_session_cohort = true,
+                    rwlock_one_session_cohort = true }
 
 local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
 if not (scen and hosts and path and duration) then
@@ -173,7 +175,7 @@ local function make_cycle(p, cl)
             end
         end
     elseif recipe == "rwlock" then
-        local rw = cl:rwlock(p)
+        local rw = cl:rwlock(p, scen:match("_cohort$") and { cohort = true } or nil)
         local r, w = rw:read_lock(), rw:write_lock()
         return function()
             local l
