@@ -31,7 +31,8 @@ local path, rounds, out = ...
 rounds = tonumber(rounds)
 local zkcoord = require "zkcoord"
 local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 })
-local lock = c:lock(path .. "/l", { cohort = true, cohort_handoffs = 4, cohort_time = 0.005 })
+-- the count bound governs (a loaded machine makes 2 round trips slow)
+local lock = c:lock(path .. "/l", { cohort = true, cohort_handoffs = 4, cohort_time = 1 })
 local grants, local_grants, err = 0, 0, nil
 for _ = 1, 8 do
     c:spawn(function()
@@ -225,7 +226,7 @@ describe("lock cohort #zk", function()
         end
         assert.is_true(c:run(60))
         local text = assert(zk.proc.read_file(out), zk.proc.read_file(out .. ".log"))
-        local waits = 0
+        local waits, during = 0, 0
         for t0, t1 in text:gmatch("(%S+) (%S+)\n") do
             t0, t1 = tonumber(t0), tonumber(t1)
             waits = waits + 1
@@ -239,9 +240,10 @@ describe("lock cohort #zk", function()
             -- stop, which they do only when it is done: its acquire(30).
             assert.is_true(t1 - t0 < zk.SESSION_TIMEOUT / 2,
                            ("remote waited %.3f s, %d local grants"):format(t1 - t0, n))
-            assert.is_true(n > 0 or t1 - t0 < 0.01, "no local owner wanted the lock meanwhile")
+            during = during + n
         end
         assert.equal(5, waits)
+        assert.is_true(during > 0, "no local owner got the lock while the remote waited")
     end)
 
     it("tells the holder of a lost node, and never hands that node to a local waiter", function()
@@ -322,7 +324,7 @@ describe("lock cohort #zk", function()
     end)
 
     it("lets a queued owner time out and leaves the queue clean", function()
-        local lock = c:lock("/l", { cohort = true })
+        local lock = c:lock("/l", { cohort = true, cohort_time = 60 })   -- holds 0.3 s
         local res = {}
         c:spawn(function()
             assert(lock:acquire(10))
