@@ -225,6 +225,38 @@ local ROWS = {
       only = "zkcoord", compare_with = "lock_16_threads", best = true,
       metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 coroutines on 1 session"
                                           .. " (zkcoord)", better = "higher" } } },
+    -- The same with the lock's cohort = true (zkcoord.cohort): one node for
+    -- the 16 owners, local handoffs; compare with the row above, same run.
+    { key = "lock_16_coroutines_cohort", scenario = "lock_one_session_cohort", procs = 1,
+      extra = "16", only = "zkcoord", compare_with = "lock_16_threads", best = true,
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 coroutines on 1 session,"
+                                          .. " cohort = true (zkcoord)", better = "higher" } } },
+    -- 2 such processes on one lock: the cohort's bound (16 handoffs or
+    -- 0.01 s) is what lets the other process in; without the cohort, and with.
+    { key = "lock_2x16_coroutines", scenario = "lock_one_session", procs = 2, extra = "16",
+      only = "zkcoord",
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 2 processes x 16 coroutines"
+                                          .. " (zkcoord)", better = "higher" } } },
+    { key = "lock_2x16_coroutines_cohort", scenario = "lock_one_session_cohort", procs = 2,
+      extra = "16", only = "zkcoord",
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 2 processes x 16 coroutines,"
+                                          .. " cohort = true (zkcoord)", better = "higher" } } },
+    -- 16 coroutines of one session at 90 % reads, without and with the
+    -- rwlock's cohort (its readers share one read node); against Curator's
+    -- 16 threads of one JVM, a session each.
+    { key = "rwlock_16_threads", scenario = "rwlock_threads", procs = 1, extra = "16",
+      scenarios = { zkcoord = "rwlock_sessions" }, best = true,
+      only = { zkcoord = true, kazoo = true, curator = true },
+      metrics = { { key = "rate", label = "rwlock, cycles/s, 16 contenders in 1 process at 90% reads,"
+                                          .. " a session each", better = "higher" } } },
+    { key = "rwlock_16_coroutines", scenario = "rwlock_one_session", procs = 1, extra = "16",
+      only = "zkcoord", compare_with = "rwlock_16_threads", best = true,
+      metrics = { { key = "rate", label = "rwlock, cycles/s, 16 coroutines on 1 session at 90% reads"
+                                          .. " (zkcoord)", better = "higher" } } },
+    { key = "rwlock_16_coroutines_cohort", scenario = "rwlock_one_session_cohort", procs = 1,
+      extra = "16", only = "zkcoord", compare_with = "rwlock_16_threads", best = true,
+      metrics = { { key = "rate", label = "rwlock, cycles/s, 16 coroutines on 1 session at 90% reads,"
+                                          .. " cohort = true (zkcoord)", better = "higher" } } },
     { key = "rwlock_8_threads", scenario = "rwlock_threads", procs = 1, extra = "8",
       scenarios = { zkcoord = "rwlock_sessions" }, best = true,
       only = { zkcoord = true, kazoo = true, curator = true },

@@ -27,6 +27,9 @@
 -- running coroutine, so each coroutine has its own node and they contend
 -- as separate owners would; a counter object per coroutine means no
 -- combining of adds (that is counter_coroutines).
+-- lock_one_session_cohort, rwlock_one_session_cohort: the same with the
+-- recipe's cohort = true (zkcoord.cohort: the coroutines share one node;
+-- lock handoffs and read joins are local).
 -- These print threads= (sessions or coroutines) and thread_min= (the
 -- fewest cycles of one of them).
 local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
@@ -56,7 +59,8 @@ local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = tru
                     counter_fast = true, counter_coroutines_fast = true,
                     lock_sessions = true, rwlock_sessions = true, counter_sessions = true,
                     lock_one_session = true, rwlock_one_session = true,
-                    counter_one_session = true }
+                    counter_one_session = true, lock_one_session_cohort = true,
+                    rwlock_one_session_cohort = true }
 
 local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
 if not (scen and hosts and path and duration) then
@@ -75,7 +79,7 @@ local ncoroutines = coroutines and tonumber(extra) or 32
 local nsessions, per_session = 1, 1
 if scen:match("_sessions$") then
     nsessions = tonumber(extra) or 16
-elseif scen:match("_one_session$") then
+elseif scen:match("_one_session") then
     per_session = tonumber(extra) or 16
 end
 local inproc = nsessions > 1 or per_session > 1
@@ -171,7 +175,7 @@ local function make_cycle(p, cl)
             end
         end
     elseif recipe == "rwlock" then
-        local rw = cl:rwlock(p)
+        local rw = cl:rwlock(p, scen:match("_cohort$") and { cohort = true } or nil)
         local r, w = rw:read_lock(), rw:write_lock()
         return function()
             local l
@@ -187,7 +191,7 @@ local function make_cycle(p, cl)
             l:release()        -- the critical section is empty
         end
     else
-        local lock = cl:lock(p)
+        local lock = cl:lock(p, scen:match("_cohort$") and { cohort = true } or nil)
         return function()
             local ok, err = lock:acquire(ACQUIRE_TIMEOUT)
             if not ok then

@@ -47,6 +47,7 @@
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
+local cohort = require "zkcoord.cohort"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
 local argerror = util.argerror
@@ -56,7 +57,7 @@ local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
-local OPT_KEYS = { "owner", "data", "reentrant" }
+local OPT_KEYS = { "owner", "data", "reentrant", "cohort", "cohort_handoffs", "cohort_time" }
 
 local LOCK = line.driver { marker = "lock-", rule = rules.first }
 local WEAK_KEYS = { __mode = "k" }
@@ -69,6 +70,9 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@field owner any?        fixed owner token (default: the nginx request, else the running coroutine)
 ---@field data string?      data of our lock node (who holds it, for humans)
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
+---@field cohort boolean? default false; true: this process's owners share one node (zkcoord.cohort)
+---@field cohort_handoffs integer? local handoffs per node while a remote waiter is in line (16)
+---@field cohort_time number? seconds a node is passed on locally while a remote waiter is in line (0.01)
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
 ---@param client table
@@ -88,6 +92,9 @@ function _M.new(client, path, opts, driver, pick)
     end
     if pick ~= nil and type(pick) ~= "function" then
         argerror(5, "lock", "pick must be a function or nil")
+    end
+    if opts.cohort ~= nil then
+        cohort.check_opts(opts, client, argerror)
     end
     return setmetatable({
         client = client,
@@ -208,6 +215,16 @@ function _M:acquire(timeout)
     if pick then
         d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
     end
+    if self._opts.cohort and d == self._driver then
+        h = { count = 1, lock = self, owner = owner,
+              opts = self._opts, lost_fns = self._lost_fns }
+        local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
+        if not ok then
+            return nil, err
+        end
+        self._holds[owner] = h
+        return true
+    end
     local q = line.new(self.client, self.path, d, self._opts.data)
     h = { q = q, count = 1, lock = self, owner = owner }
     if #self._lost_fns > 0 then
@@ -245,6 +262,9 @@ function _M:release()
     end
     if not h.q:is_through() then
         self._holds[owner] = nil
+        if h.cohort then
+            cohort.release(h)    -- the cohort learns it too, if it had not
+        end
         return nil, "lost"
     end
     h.count = h.count - 1
@@ -252,7 +272,11 @@ function _M:release()
         return true
     end
     self._holds[owner] = nil
-    h.q:leave()
+    if h.cohort then
+        cohort.release(h)    -- to the next local owner, or the node goes
+    else
+        h.q:leave()
+    end
     return true
 end
 
@@ -279,15 +303,17 @@ function _M:held()
 end
 
 
---- The fencing token of the current owner's grant (the node's czxid).
----@return number|nil token, string? err
+--- The fencing token of the current owner's grant (the node's czxid); with
+--- `cohort`, a second value n, the grant's number within the node: compare
+--- (czxid, n) pairs (zkcoord.cohort's header).
+---@return number|nil token, string|integer|nil err_or_n
 function _M:token()
     check_self(self, "token")
     local h = live_hold(self, self:_owner())
     if not h then
         return nil, "notheld"
     end
-    return h.q:stat().czxid
+    return h.q:stat().czxid, h.n
 end
 
 
@@ -314,7 +340,9 @@ function _M:on_lost(fn)
     util.add_fn(self._lost_fns, fn, "on_lost")
     -- Holds granted before: watch their nodes from now on.
     for _, h in pairs(self._holds) do
-        if not h.watched then
+        if h.cohort then
+            cohort.watch_lost(h)
+        elseif not h.watched then
             h.watched = true
             h.q:on_lost(hold_lost, h)
         end

@@ -43,6 +43,10 @@
 -- Upgrade (read -> write) is refused with an error: two readers who both
 -- upgrade would each wait for the other forever.
 --
+-- Cohort (opts.cohort = true, zkcoord.cohort): the readers of one client
+-- share one read node, joining it without a request within the bound;
+-- writers are not cohorted (see the README's rwlock section).
+--
 -- Connection loss ("suspended"): held locks stay held; the session may
 -- still be alive. Session loss ("lost", or suspended for longer than the
 -- session timeout), or our node deleted by someone else: held() turns false
@@ -51,6 +55,7 @@ local lock = require "zkcoord.lock"
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
+local cohort = require "zkcoord.cohort"
 
 local type, setmetatable = type, setmetatable
 
@@ -63,7 +68,7 @@ local DOWNGRADE = "downgrade-__READ__"
 -- Longest first: a name takes the first marker of the list it ends with.
 local MARKERS = { DOWNGRADE, READ, WRITE }
 
-local OPT_KEYS = { "owner", "data" }
+local OPT_KEYS = { "owner", "data", "cohort", "cohort_handoffs", "cohort_time" }
 
 local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the read lock first"
 
@@ -80,6 +85,7 @@ local below_write = rules.none_below(WRITE)
 -- the built-in itself, so the engine answers it in one pass over the
 -- listing (zkcoord.line.rules' scans).
 local READ_DRIVER = line.driver { marker = READ, markers = MARKERS, rule = below_write }
+cohort.shared(READ_DRIVER)    -- with opts.cohort, a process's readers share a node
 
 
 -- The downgrade driver of one rwlock: through at once while its owner
@@ -97,6 +103,9 @@ end
 ---@class zkcoord.rwlock_opts
 ---@field owner any?    fixed owner token (default: the running coroutine)
 ---@field data string?  data of our lock nodes (who holds them, for humans)
+---@field cohort boolean? default false; true: this process's readers share one read node (zkcoord.cohort)
+---@field cohort_handoffs integer? readers joining a read node while a node waits behind it (16)
+---@field cohort_time number? seconds readers join a read node while a node waits behind it (0.01)
 
 --- client:rwlock(path, opts) -> read-write lock (no server state until an acquire).
 ---@param client table a zkcoord client
@@ -119,7 +128,11 @@ function _M.new(client, path, opts)
             util.raise(UPGRADE_MSG)    -- blames the caller of acquire or run
         end
     end)
-    rl = lock.new(client, path, lopts, READ_DRIVER, function()
+    -- Only the readers share (a writer of this process queues as a remote
+    -- one): a downgrade node must not see the write node handed on.
+    local ropts = { owner = opts.owner, data = opts.data, cohort = opts.cohort,
+                    cohort_handoffs = opts.cohort_handoffs, cohort_time = opts.cohort_time }
+    rl = lock.new(client, path, ropts, READ_DRIVER, function()
         return wl:held() and downgrade or nil
     end)
     return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)

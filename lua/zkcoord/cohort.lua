@@ -1,0 +1,543 @@
+--- zkcoord.cohort: one node per process for a lock's owners (lock
+--- cohorting, Dice, Marathe and Shavit 2012), behind client:lock(path,
+--- { cohort = true }).
+--
+-- The owners of one client that want the same lock (same path, same line
+-- driver), through any lock object made with `cohort = true`, share one
+-- node in the line. The first joins the line as without a cohort; the
+-- others queue here, in arrival order, each bounded by its own timeout.
+-- When the holder releases and a local owner waits, that owner holds at
+-- once, with no request to the server (a "local handoff"), while:
+--   * fewer than `cohort_handoffs` (default 16) local handoffs and less
+--     than `cohort_time` (default 0.01 s) passed since the node was
+--     granted; or
+--   * no remote waiter is in line: the cohort's node is the last one. A
+--     children watch on the line, set when the first local owner queues
+--     (not before: an uncontended lock pays nothing), tells; until its
+--     reply, a remote waiter is assumed. A remote waiter that arrives is
+--     seen by the watch, so it waits at most one bound;
+-- and always fewer than LOCAL_MAX handoffs per node (the token's range).
+-- Otherwise the node is deleted and the first local waiter joins the
+-- line again with a new node, behind the remote waiters.
+--
+-- Loss: when the node is lost (session ended, node deleted: the node is
+-- watched once a local owner waits, or on_lost is registered), the holder's
+-- on_lost callbacks run, its release() answers "lost", and the first local
+-- waiter joins the line at once with a new node (as a waiting acquire
+-- without a cohort joins again): no owner is ever handed a lost node.
+--
+-- Fencing: grant n (0 for the node's first, then 1, 2 ... for each local
+-- handoff) of the node with create zxid czxid has the token pair
+-- (czxid, n). Grants of one lock follow the order of their nodes' czxids,
+-- and of n within a node, so pairs compared lexicographically (czxid
+-- first, then n) grow strictly with every grant, across processes.
+-- number(czxid, n) = czxid * 2^12 + n is the same order as one number,
+-- exact while czxid < 2^41 (ZooKeeper epochs below 512); it returns nil
+-- beyond that, where a resource must keep the pair.
+--
+-- A lock whose pick hook returns another driver for an acquire (rwlock's
+-- downgrade) makes that owner's node without the cohort. An rwlock's
+-- readers share a node (shared cohorts, below).
+--
+-- Not in nginx yet: an aborted request would leave the shared node to a
+-- request that is gone (lock.new refuses `cohort = true` there).
+local core = require "zkcoord.core"
+local line = require "zkcoord.line"
+local util = require "zkcoord.util"
+
+local now, remaining = core.now, util.remaining
+local type, setmetatable, math_floor = type, setmetatable, math.floor
+
+local _M = { _VERSION = require("zkcoord.version") }
+
+local LOCAL_BITS = 12
+local LOCAL_MAX = 2 ^ LOCAL_BITS - 1     -- local grants of one node: n <= LOCAL_MAX
+local EXACT = 2 ^ 53
+
+_M.DEFAULT_HANDOFFS = 16
+_M.DEFAULT_TIME = 0.01
+
+-- client -> driver -> path -> cohort. Weak: a closed, dropped client goes.
+local registry = setmetatable({}, { __mode = "k" })
+
+
+--- The token pair (czxid, n) as one number, in the same order; nil when it
+--- is not exact in a double (czxid >= 2^41).
+function _M.number(czxid, n)
+    local t = czxid * 2 ^ LOCAL_BITS + n
+    if t >= EXACT then
+        return nil
+    end
+    return t
+end
+
+
+--- Checks the cohort options of a lock's opts (raises on a bad one).
+function _M.check_opts(opts, client, argerror)
+    if type(opts.cohort) ~= "boolean" then
+        argerror(2, "lock", "cohort must be a boolean")
+    end
+    local h = opts.cohort_handoffs
+    if h ~= nil and (type(h) ~= "number" or h < 0 or h ~= math_floor(h)) then
+        argerror(2, "lock", "cohort_handoffs must be an integer >= 0")
+    end
+    local t = opts.cohort_time
+    if t ~= nil and (type(t) ~= "number" or t < 0 or t ~= t) then
+        argerror(2, "lock", "cohort_time must be a number of seconds >= 0")
+    end
+    if opts.cohort and client:waiter().track then
+        argerror(2, "lock", "cohort is not supported inside nginx yet")
+    end
+end
+
+
+local function cohort_of(client, path, d)
+    local by_driver = registry[client]
+    if not by_driver then
+        by_driver = setmetatable({}, { __mode = "k" })
+        registry[client] = by_driver
+    end
+    local by_path = by_driver[d]
+    if not by_path then
+        by_path = {}
+        by_driver[d] = by_path
+    end
+    local c = by_path[path]
+    if not c then
+        c = {
+            client = client, path = path, driver = d,
+            state = "idle",   -- "idle" (no node), "entering" (an owner joins), "held"
+            rec = nil,        -- the node: { q =, cohort = }
+            holder = nil,     -- the hold that has it now
+            waiting = {}, head = 1, tail = 0,   -- local FIFO of { h =, ev =, state = }
+            n = 0, since = 0, remote = true,
+            home = by_path,   -- to leave the registry when idle
+        }
+        by_path[path] = c
+    end
+    return c
+end
+
+
+-- The first local waiter still waiting (timed-out ones are skipped), popped.
+local function pop(c)
+    local w = c.waiting
+    while c.head <= c.tail do
+        local e = w[c.head]
+        w[c.head] = nil
+        c.head = c.head + 1
+        if not e.gone then
+            return e
+        end
+    end
+    c.head, c.tail = 1, 0
+    return nil
+end
+
+
+-- Queues hold `h` at the end of `line` (a cohort or a generation).
+local function enqueue(line_, client, h)
+    local e = { h = h, ev = client:waiter():event() }
+    line_.tail = line_.tail + 1
+    line_.waiting[line_.tail] = e
+    return e
+end
+
+-- Waits for queue entry `e` to be woken: "held" (it holds now), "lead" (it
+-- is to join the line itself), or nil, err when its time ran out (the
+-- entry stays, skipped by pop).
+local function await(e, client, deadline)
+    e.ev:wait(remaining(deadline))
+    if e.state then
+        return e.state
+    end
+    e.gone = true
+    return nil, client:is_closed() and "closed" or "timeout"
+end
+
+
+-- The node is no longer ours to pass on: the first local waiter (if any)
+-- joins the line itself. The cohort is "entering" from now, so a newcomer
+-- queues behind it instead of making a second node.
+local function pass_lead(c)
+    c.rec, c.holder = nil, nil
+    local e = pop(c)
+    if e then
+        c.state = "entering"
+        e.state = "lead"
+        e.ev:set()
+    else
+        c.state = "idle"
+        c.home[c.path] = nil   -- no node, no waiter: nothing to keep per path
+    end
+end
+
+
+-- The cohort's node was lost: the holder learns it, waiters join again.
+local function node_lost(reason, rec)
+    local c = rec.cohort
+    if c.rec ~= rec then
+        return
+    end
+    local h = c.holder
+    pass_lead(c)
+    if h then
+        util.call_all(c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+    end
+end
+
+
+-- Is a participant behind our node in this listing?
+local function behind_us(rec, names)
+    local q = rec.q
+    local entries = q:parse(names)
+    local me = q:node()
+    for i = #entries, 1, -1 do
+        if entries[i].path == me then
+            return i < #entries
+        end
+    end
+    return true    -- our node is not listed: assume the worst
+end
+
+-- Any change of the line while we hold: a create is behind us (sequence
+-- numbers grow), and nothing is ahead of a holder to delete. So a remote
+-- waiter, without listing again; the watch is not re-armed.
+local function remote_watcher(rec)
+    return function()
+        rec.changed = true
+        if rec.cohort.rec == rec then
+            rec.cohort.remote = true
+        end
+    end
+end
+
+local function remote_reply(rec)
+    return function(names)
+        local c = rec.cohort
+        if c.rec == rec and names and not rec.changed then
+            c.remote = behind_us(rec, names)
+        end
+    end
+end
+
+-- Lists the line with a watch, without waiting. Our own delete of the node
+-- fires the watch at the latest, so none outlives the node.
+local function watch_remote(rec)
+    rec.cohort.client:send("children", rec.cohort.path, remote_watcher(rec))
+        :on_done(remote_reply(rec))
+end
+
+
+-- The node serves several owners from the first local waiter on: watch
+-- the line (remote waiters) and the node (loss), once each per node.
+local function start_watching(c)
+    local rec = c.rec
+    if not rec then
+        return
+    end
+    if not rec.line_watched then
+        rec.line_watched = true
+        watch_remote(rec)
+    end
+    if not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(node_lost, rec)
+    end
+end
+
+
+-- on_lost was registered while hold `h` holds: watch its node now.
+local function watch_lost_exclusive(h)
+    local c = h.cohort
+    local rec = c.rec
+    if c.holder == h and rec and not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(node_lost, rec)
+    end
+end
+
+
+-- Owner hold `h` joins the line for the cohort.
+local function lead(c, h, timeout)
+    c.state = "entering"
+    local q = line.new(c.client, c.path, c.driver, h.opts.data)
+    local rec = { q = q, cohort = c }
+    c.rec = rec
+    if #h.lost_fns > 0 then
+        rec.lost_watched = true
+        q:on_lost(node_lost, rec)
+    end
+    local ok, err = q:enter(timeout)
+    if not ok then
+        pass_lead(c)
+        return nil, err
+    end
+    c.state, c.holder = "held", h
+    c.n, c.since, c.remote = 0, now(), true
+    h.q, h.n, h.cohort = q, 0, c
+    if c.tail >= c.head then
+        start_watching(c)     -- owners queued while we joined
+    end
+    return true
+end
+
+
+-- The exclusive form of _M.acquire.
+local function acquire_exclusive(client, path, driver, h, timeout)
+    local c = cohort_of(client, path, driver)
+    if c.state == "idle" then
+        return lead(c, h, timeout)
+    end
+    if timeout == 0 then
+        return nil, "timeout"     -- try once: an owner of this process has it
+    end
+    local deadline = util.deadline(timeout)
+    local e = enqueue(c, c.client, h)
+    if c.state == "held" then
+        start_watching(c)
+    end
+    local how, err = await(e, c.client, deadline)
+    if how == "lead" then
+        return lead(c, h, remaining(deadline))
+    end
+    return how and true, err
+end
+
+
+-- May the holder pass the node on locally now?
+local function within_bound(c, opts)
+    if c.n >= LOCAL_MAX then
+        return false
+    end
+    if not c.remote then
+        return true
+    end
+    return c.n < (opts.cohort_handoffs or _M.DEFAULT_HANDOFFS)
+           and now() - c.since < (opts.cohort_time or _M.DEFAULT_TIME)
+end
+
+
+-- The last release of hold `h` (or its release after a loss): hands the
+-- node to the next local owner, or deletes it (without waiting); a lost
+-- node goes to no one, the next local owner joins the line again.
+local function release_exclusive(h)
+    local c = h.cohort
+    if c.holder ~= h then
+        return     -- the node was lost meanwhile: the cohort moved on
+    end
+    local rec = c.rec
+    local q = rec.q
+    if c.head <= c.tail and q:is_through() and within_bound(c, h.opts) then
+        local e = pop(c)
+        if e then
+            c.n = c.n + 1
+            local nh = e.h
+            nh.q, nh.n, nh.cohort = q, c.n, c
+            c.holder = nh
+            e.state = "held"
+            e.ev:set()
+            return
+        end
+    end
+    pass_lead(c)
+    q:leave()
+end
+
+
+-- ---------------------------------------------------------------------------
+-- Shared cohorts (an rwlock's readers): the readers of one client share
+-- one read node, a "generation". A reader joins the open generation at
+-- once (no request) while its node is through and, with a node behind it
+-- in line (a writer may wait there), fewer than cohort_handoffs joins and
+-- less than cohort_time went by since it was granted; otherwise it opens a
+-- new generation (a new node, behind that writer). Readers that arrive
+-- while a generation's node is being entered wait for it and all hold when
+-- it is through. The node goes when its last reader releases.
+
+local SHARED = setmetatable({}, { __mode = "k" })   -- drivers of shared lines
+
+--- Makes the lines of `driver` shared (readers hold together).
+function _M.shared(driver)
+    SHARED[driver] = true
+end
+
+
+local function gen_lost(reason, rec)
+    local g = rec.gen
+    if g.c.open == g then
+        g.c.open = nil
+    end
+    for h in pairs(g.holds) do
+        util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+    end
+end
+
+local function gen_watch_lost(g)
+    local rec = g.rec
+    if rec and not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(gen_lost, rec)
+    end
+end
+
+local function gen_line_changed(rec)
+    return function()
+        rec.changed = true
+        rec.gen.remote = true
+    end
+end
+
+local function gen_line_reply(rec)
+    return function(names)
+        if names and not rec.changed then
+            rec.gen.remote = behind_us(rec, names)
+        end
+    end
+end
+
+local function join(g, h)
+    local c = g.c
+    h.q, h.n, h.cohort, h.gen = g.rec.q, g.joins, c, g
+    g.joins = g.joins + 1
+    g.holders = g.holders + 1
+    g.holds[h] = true
+    if g.holders == 2 then
+        -- Several readers on one node: watch the line (writers behind) and
+        -- the node (loss), once each.
+        local rec = g.rec
+        if not rec.line_watched then
+            rec.line_watched = true
+            c.client:send("children", c.path, gen_line_changed(rec)):on_done(gen_line_reply(rec))
+        end
+        gen_watch_lost(g)
+    end
+end
+
+local function joinable(g, opts)
+    if g.state ~= "held" or not g.rec.q:is_through() or g.joins > LOCAL_MAX then
+        return false
+    end
+    if not g.remote then
+        return true
+    end
+    return g.joins <= (opts.cohort_handoffs or _M.DEFAULT_HANDOFFS)
+           and now() - g.since < (opts.cohort_time or _M.DEFAULT_TIME)
+end
+
+-- Reader `h` enters a node for generation `g`; on success every reader
+-- waiting for `g` holds too.
+local function lead_shared(g, h, timeout)
+    local c = g.c
+    local q = line.new(c.client, c.path, c.driver, h.opts.data)
+    local rec = { q = q, gen = g }
+    g.rec = rec
+    if #h.lost_fns > 0 then
+        gen_watch_lost(g)
+    end
+    local ok, err = q:enter(timeout)
+    if not ok then
+        g.rec = nil
+        local e = pop(g)
+        if e then
+            e.state = "lead"
+            e.ev:set()
+        elseif c.open == g then
+            c.open = nil
+        end
+        return nil, err
+    end
+    g.state, g.since = "held", now()
+    join(g, h)
+    local e = pop(g)
+    while e do
+        join(g, e.h)
+        e.state = "held"
+        e.ev:set()
+        e = pop(g)
+    end
+    return true
+end
+
+local function acquire_shared(client, path, driver, h, timeout)
+    local c = cohort_of(client, path, driver)
+    local g = c.open
+    if g and g.state == "held" then
+        if joinable(g, h.opts) then
+            join(g, h)
+            return true
+        end
+        c.open, g = nil, nil
+    end
+    if not g then
+        g = { c = c, state = "entering", holds = {}, holders = 0, joins = 0, since = 0,
+              remote = true, waiting = {}, head = 1, tail = 0 }
+        c.open = g
+        return lead_shared(g, h, timeout)
+    end
+    if timeout == 0 then
+        return nil, "timeout"     -- try once: a reader of this process is entering
+    end
+    local deadline = util.deadline(timeout)
+    local how, err = await(enqueue(g, client, h), client, deadline)
+    if how == "lead" then
+        return lead_shared(g, h, remaining(deadline))
+    end
+    return how and true, err
+end
+
+local function release_shared(h)
+    local g = h.gen
+    if not g.holds[h] then
+        return
+    end
+    g.holds[h] = nil
+    g.holders = g.holders - 1
+    if g.holders == 0 then
+        local c = g.c
+        if c.open == g then
+            c.open = nil
+        end
+        if c.open == nil then
+            c.home[c.path] = nil
+        end
+        g.rec.q:leave()
+    end
+end
+
+
+--- Acquires for hold `h` ({ owner =, opts = the lock's options, lost_fns
+--- = its on_lost callbacks }) on the line of `driver` under `path`: sets
+--- h.q (the shared position), h.n (the grant number within the node),
+--- h.cohort.
+---@return true|nil ok, string? err
+function _M.acquire(client, path, driver, h, timeout)
+    if SHARED[driver] then
+        return acquire_shared(client, path, driver, h, timeout)
+    end
+    return acquire_exclusive(client, path, driver, h, timeout)
+end
+
+
+--- The last release of hold `h`, or its release after a loss.
+function _M.release(h)
+    if h.gen then
+        return release_shared(h)
+    end
+    return release_exclusive(h)
+end
+
+
+--- on_lost was registered while hold `h` holds: watch its node now.
+function _M.watch_lost(h)
+    if h.gen then
+        if h.gen.holds[h] then
+            gen_watch_lost(h.gen)
+        end
+        return
+    end
+    return watch_lost_exclusive(h)
+end
+
+
+return _M

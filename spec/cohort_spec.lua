@@ -1,0 +1,605 @@
+-- The lock cohort (client:lock(path, { cohort = true })): owners of one
+-- process share one node and hand the lock over locally, within a bound.
+local zk = require "helpers.zk"
+local zkcoord = require "zkcoord"
+local cohort = require "zkcoord.cohort"
+
+-- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
+local function above(z, n, z0, n0)
+    return z > z0 or (z == z0 and n > n0)
+end
+
+-- Requests the server received on `client`'s connection (`cons`).
+local function server_recved(client)
+    local host, port = zk.hosts():match("([^,:]+):(%d+)")
+    local text = assert(zk.proc.tcp_probe(host, tonumber(port), "cons", 5))
+    local sid = "0x" .. client:session_id():lower():gsub("^0+", "")
+    for l in text:gmatch("[^\n]+") do
+        if l:lower():find("sid=" .. sid, 1, true) then
+            return tonumber(l:match("recved=(%d+)"))
+        end
+    end
+    error("session " .. sid .. " not in cons:\n" .. text)
+end
+
+-- A contender process: 8 coroutines, `rounds` grants each, on one cohort
+-- lock; every holder checks its token pair against the fence znode and
+-- writes its own with the version it read (a check-and-set: another
+-- holder writing in between, or a stale token, is a failure).
+local CONTENDER = [[
+local path, rounds, out = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 })
+-- the count bound governs (a loaded machine makes 2 round trips slow)
+local lock = c:lock(path .. "/l", { cohort = true, cohort_handoffs = 4, cohort_time = 1 })
+local grants, local_grants, err = 0, 0, nil
+for _ = 1, 8 do
+    c:spawn(function()
+        for _ = 1, rounds do
+            local ok, e = lock:acquire(60)
+            if not ok then err = err or ("acquire: " .. tostring(e)) return end
+            local z, n = lock:token()
+            if n > 0 then local_grants = local_grants + 1 end
+            local data, stat = c:get(path .. "/fence")
+            local z0, n0 = data:match("^(%d+) (%d+)$")
+            z0, n0 = tonumber(z0), tonumber(n0)
+            if not (z > z0 or (z == z0 and n > n0)) then
+                err = err or ("stale token %d %d after %d %d"):format(z, n, z0, n0)
+            end
+            local ok2, e2 = c:set(path .. "/fence", ("%d %d"):format(z, n), stat.version)
+            if not ok2 then err = err or ("fence set: " .. tostring(e2)) end
+            grants = grants + 1
+            assert(lock:release())
+        end
+    end)
+end
+c:run(120)
+local f = assert(io.open(out, "w"))
+f:write(("%d %d %s\n"):format(grants, local_grants, err or "ok"))
+f:close()
+c:close()
+]]
+
+-- A remote waiter (its own process): 5 acquires while the cohort is busy,
+-- each "requested granted" in proc.now() time (the system's monotonic clock).
+local REMOTE = [[
+local path, out = ...
+local zkcoord = require "zkcoord"
+local proc = require "helpers.proc"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 })
+local lock = c:lock(path)
+local lines = {}
+proc.sleep(0.3)
+assert(lock:acquire(30))     -- warm up (modules, JIT) before measuring
+assert(lock:release())
+for _ = 1, 5 do
+    local t0 = proc.now()
+    assert(lock:acquire(30))
+    lines[#lines + 1] = ("%.6f %.6f\n"):format(t0, proc.now())
+    assert(lock:release())
+    proc.sleep(0.05)
+end
+c:close()
+local f = assert(io.open(out, "w"))
+f:write(table.concat(lines))
+f:close()
+]]
+
+
+describe("lock cohort #zk", function()
+    local root, c
+
+    before_each(function()
+        root = zk.new_root("cohort")
+        c = zk.client { chroot = root, session_timeout = 10 }
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    it("keeps mutual exclusion and strictly increasing tokens across 3 processes x 8 coroutines",
+       function()
+        assert(zk.admin():create(root .. "/fence", "0 0"))
+        local rounds, pids, outs = 15, {}, {}
+        for i = 1, 3 do
+            outs[i] = zk.tmpdir() .. ("/cohort-%d-%d.out"):format(zk.proc.getpid(), i)
+            os.remove(outs[i])
+            pids[i] = assert(zk.spawn_lua(CONTENDER, { root, rounds, outs[i] },
+                                          outs[i] .. ".log"))
+        end
+        local total, locals = 0, 0
+        for i = 1, 3 do
+            assert.is_true(zk.proc.wait_exit(pids[i], 120))
+            local text = assert(zk.proc.read_file(outs[i]), zk.proc.read_file(outs[i] .. ".log"))
+            local g, l, verdict = text:match("^(%d+) (%d+) (.-)\n")
+            assert.equal("ok", verdict)
+            total, locals = total + tonumber(g), locals + tonumber(l)
+        end
+        assert.equal(3 * 8 * rounds, total)
+        -- The fence saw every grant, local ones included, in token order.
+        local _, stat = zk.admin():get(root .. "/fence")
+        assert.equal(total, stat.version)
+        assert.is_true(locals > 0, "no local handoff happened")
+        assert.same({}, (zk.admin():children(root .. "/l")))
+    end)
+
+    it("hands over locally without a request to the server", function()
+        local lock = c:lock("/l", { cohort = true, cohort_handoffs = 100000, cohort_time = 60 })
+        local gate = c:waiter():event()
+        local grants, tokens = 0, {}
+        -- The first holder waits until all others queued: from then on
+        -- every grant is a local handoff.
+        c:spawn(function()
+            assert(lock:acquire(10))
+            tokens[#tokens + 1] = { lock:token() }
+            gate:wait(10)
+            grants = grants + 1
+            assert(lock:release())
+        end)
+        for _ = 1, 15 do
+            c:spawn(function()
+                for _ = 1, 20 do
+                    assert(lock:acquire(10))
+                    grants = grants + 1
+                    tokens[#tokens + 1] = { lock:token() }
+                    assert(lock:release())
+                end
+            end)
+        end
+        local before
+        c:spawn(function()
+            c:waiter():sleep(0.2)      -- everyone queued behind the holder
+            before = server_recved(c)
+            gate:set()
+        end)
+        assert.is_true(c:run(30))
+        local after = server_recved(c)
+        assert.truthy(zk.wait_until(function()
+            return #assert(zk.admin():children(root .. "/l")) == 0
+        end))
+        assert.equal(1 + 15 * 20, grants)
+        for i = 2, #tokens do
+            assert.is_true(above(tokens[i][1], tokens[i][2], tokens[i - 1][1], tokens[i - 1][2]))
+        end
+        assert.equal(tokens[1][1], tokens[#tokens][1])   -- one node for all
+        -- 300 grants: the delete of the one node, the watch on the line
+        -- and on the node, maybe a ping. Without the cohort: 900 and more.
+        assert.is_true(after - before <= 6, "requests: " .. (after - before))
+        local st = zk.admin():exists(root .. "/l")
+        assert.equal(2, st.cversion)     -- one create, one delete under the lock
+    end)
+
+    it("passes a node on at most cohort_handoffs times while a remote waiter is in line",
+       function()
+        local K = 3
+        local lock = c:lock("/l", { cohort = true, cohort_handoffs = K, cohort_time = 60 })
+        local first = zk.client { chroot = root }:lock("/l", { owner = "first" })
+        assert(first:acquire(5))      -- the line: first, then our node ...
+        local grants, at_block = {}, nil
+        for _ = 1, 8 do
+            c:spawn(function()
+                assert(lock:acquire(20))
+                grants[#grants + 1] = { lock:token() }
+                c:waiter():sleep(0.002)
+                assert(lock:release())
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.2)
+            -- ... then a remote waiter's node (one that stays until we delete it)
+            local waiter = assert(zk.admin():create(root .. "/l/_c_" .. zkcoord.line.uuid()
+                                                    .. "-lock-", "", { sequential = true,
+                                                                       ephemeral = true }))
+            assert(first:release())
+            c:waiter():sleep(0.3)
+            at_block = #grants
+            assert(zk.admin():delete(waiter))
+        end)
+        assert.is_true(c:run(30))
+        assert.equal(K + 1, at_block)        -- our node went after K local handoffs
+        assert.equal(8, #grants)
+        for i = 1, K + 1 do
+            assert.same({ grants[1][1], i - 1 }, grants[i])
+        end
+        assert.is_true(grants[K + 2][1] > grants[1][1])   -- a new node, behind the waiter
+    end)
+
+    it("serves a remote process within a short wait while local owners keep wanting the lock",
+       function()
+        local lock = c:lock("/l", { cohort = true })   -- default bounds: 16, 0.01 s
+        local out = zk.tmpdir() .. ("/cohort-remote-%d.out"):format(zk.proc.getpid())
+        os.remove(out)
+        local pid = assert(zk.spawn_lua(REMOTE, { root .. "/l", out }, out .. ".log"))
+        local grant_times = {}
+        for _ = 1, 8 do
+            c:spawn(function()
+                while zk.proc.alive(pid) do
+                    assert(lock:acquire(10))
+                    grant_times[#grant_times + 1] = zk.proc.now()
+                    c:waiter():sleep(0.001)
+                    assert(lock:release())
+                end
+            end)
+        end
+        assert.is_true(c:run(60))
+        local text = assert(zk.proc.read_file(out), zk.proc.read_file(out .. ".log"))
+        local waits, during = 0, 0
+        for t0, t1 in text:gmatch("(%S+) (%S+)\n") do
+            t0, t1 = tonumber(t0), tonumber(t1)
+            waits = waits + 1
+            local n = 0
+            for _, t in ipairs(grant_times) do
+                if t > t0 and t < t1 then
+                    n = n + 1
+                end
+            end
+            -- Without a bound the remote would wait until the local owners
+            -- stop, which they do only when it is done: its acquire(30).
+            assert.is_true(t1 - t0 < zk.SESSION_TIMEOUT / 2,
+                           ("remote waited %.3f s, %d local grants"):format(t1 - t0, n))
+            during = during + n
+        end
+        assert.equal(5, waits)
+        assert.is_true(during > 0, "no local owner got the lock while the remote waited")
+    end)
+
+    it("tells the holder of a lost node, and never hands that node to a local waiter", function()
+        local lock = c:lock("/l", { cohort = true })
+        local lost, released, granted = {}, nil, {}
+        lock:on_lost(function(reason, owner) lost[#lost + 1] = { reason, owner } end)
+        local holder_co, lost_czxid
+        c:spawn(function()
+            holder_co = coroutine.running()
+            assert(lock:acquire(10))
+            lost_czxid = lock:token()
+            while #lost == 0 and not c:is_closed() do
+                c:waiter():sleep(0.02)
+            end
+            assert.is_false(lock:held())
+            released = { lock:release() }
+        end)
+        for i = 1, 3 do
+            c:spawn(function()
+                c:waiter():sleep(0.05)
+                local ok, err = lock:acquire(30)
+                assert(ok, err)
+                local z, n = lock:token()
+                granted[#granted + 1] = { i = i, z = z, n = n, serial = c:serial() }
+                assert(lock:release())
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.3)       -- the waiters queued locally
+            local sid, pw = c:session_id(), c:session_password()
+            while #lost == 0 do
+                local o = zkcoord.connect { servers = zk.hosts(), session_id = sid,
+                                            session_password = pw, connect_timeout = 2,
+                                            session_timeout = 10, reconnect = false }
+                if o then
+                    o:close()
+                end
+                c:waiter():sleep(0.5)
+            end
+        end)
+        assert.is_true(c:run(60))
+        assert.equal(1, #lost)
+        -- "deleted" when the server removed the node while our connection
+        -- was still up (the session was closed under us), as lock_spec says
+        assert.truthy(lost[1][1] == "sessionexpired" or lost[1][1] == "deleted", lost[1][1])
+        assert.equal(holder_co, lost[1][2])
+        assert.same({ nil, "lost" }, released)
+        assert.equal(3, #granted)
+        for _, g in ipairs(granted) do
+            assert.is_true(g.z > lost_czxid, "a waiter was handed the lost node")
+        end
+        for k = 2, 3 do
+            assert.is_true(above(granted[k].z, granted[k].n, granted[k - 1].z, granted[k - 1].n))
+        end
+    end)
+
+    it("frees the node of a holder that learns of its loss only by release()", function()
+        local lock = c:lock("/l", { cohort = true })    -- no on_lost, no local waiter
+        assert(lock:acquire(5))
+        local z0 = lock:token()
+        assert.is_true(zk.expire_session(c))
+        assert.same({ nil, "lost" }, { lock:release() })
+        -- The cohort let the node go at that release: a try-once gets in.
+        assert.same({ true }, { lock:acquire(0) })
+        assert.is_true(lock:token() > z0)
+        assert(lock:release())
+    end)
+
+    it("watches the node for an on_lost registered after acquire", function()
+        local lock = c:lock("/l", { cohort = true })
+        assert(lock:acquire(5))
+        local lost
+        lock:on_lost(function(reason) lost = reason end)
+        assert(zk.admin():delete(root .. lock:node()))
+        assert.truthy(zk.wait_until(function() return lost end, 10, c))
+        assert.equal("deleted", lost)
+        assert.same({ nil, "lost" }, { lock:release() })
+    end)
+
+    it("lets a queued owner time out and leaves the queue clean", function()
+        local lock = c:lock("/l", { cohort = true, cohort_time = 60 })   -- holds 0.3 s
+        local res = {}
+        c:spawn(function()
+            assert(lock:acquire(10))
+            c:waiter():sleep(0.3)
+            assert(lock:release())
+        end)
+        c:spawn(function()
+            c:waiter():sleep(0.02)
+            res.timed = { lock:acquire(0.1) }
+            res.try = { lock:acquire(0) }
+        end)
+        c:spawn(function()
+            c:waiter():sleep(0.05)
+            res.late = { lock:acquire(5) }
+            res.late_n = select(2, lock:token())
+            assert(lock:release())
+        end)
+        assert.is_true(c:run(20))
+        assert.same({ nil, "timeout" }, res.timed)
+        assert.same({ nil, "timeout" }, res.try)
+        assert.same({ true }, res.late)
+        assert.equal(1, res.late_n)   -- handed over locally, past the one that left
+        assert.same({}, (c:children("/l")))
+    end)
+
+    it("is reentrant per owner", function()
+        local lock = c:lock("/l", { cohort = true })
+        assert(lock:acquire(5))
+        assert(lock:acquire(5))
+        assert.equal(2, lock:count())
+        assert(lock:release())
+        assert.is_true(lock:held())
+        assert(lock:release())
+        assert.is_false(lock:held())
+        assert.same({ nil, "notheld" }, { lock:release() })
+    end)
+
+    it("excludes a lock without the cohort on the same path", function()
+        local plain = zk.client { chroot = root }:lock("/l")
+        local lock = c:lock("/l", { cohort = true })
+        assert(lock:acquire(5))
+        assert.same({ nil, "timeout" }, { plain:acquire(0.2) })
+        assert(lock:release())
+        assert(plain:acquire(5))
+        assert.same({ nil, "timeout" }, { lock:acquire(0.2) })
+        assert(plain:release())
+    end)
+
+    it("lets the readers of one process share one read node", function()
+        local rl = c:rwlock("/rw", { cohort = true }):read_lock()
+        local n, tokens, gate = 0, {}, c:waiter():event()
+        local nodes
+        for i = 1, 8 do
+            c:spawn(function()
+                assert(rl:acquire(10))
+                tokens[i] = { rl:token() }
+                n = n + 1
+                if n == 8 then
+                    nodes = #assert(c:children("/rw"))
+                    gate:set()
+                end
+                gate:wait(10)
+                assert(rl:release())
+            end)
+        end
+        assert.is_true(c:run(20))
+        assert.equal(1, nodes)
+        local seen = {}
+        for i = 1, 8 do
+            assert.equal(tokens[1][1], tokens[i][1])
+            seen[tokens[i][2]] = true
+        end
+        for k = 0, 7 do
+            assert.is_true(seen[k])
+        end
+        assert.truthy(zk.wait_until(function() return #assert(c:children("/rw")) == 0 end, 5, c))
+    end)
+
+    it("lets a writer of the same process in within the bound while readers keep coming",
+       function()
+        local rw = c:rwlock("/rw", { cohort = true, cohort_handoffs = 4, cohort_time = 60 })
+        local rl, wl = rw:read_lock(), rw:write_lock()
+        local readers, writing, bad, stop, reads, writes, most = 0, false, nil, false, 0, 0, 0
+        for _ = 1, 8 do
+            c:spawn(function()
+                while not stop do
+                    assert(rl:acquire(10))
+                    if writing then bad = "a reader while the writer writes" end
+                    readers, reads = readers + 1, reads + 1
+                    c:waiter():sleep(0.002)
+                    readers = readers - 1
+                    assert(rl:release())
+                end
+            end)
+        end
+        c:spawn(function()
+            c:waiter():sleep(0.05)
+            for _ = 1, 5 do
+                local r0 = reads
+                local ok, err = wl:acquire(5)
+                assert(ok, err)
+                -- The read node ahead: cohort_handoffs more joins at most,
+                -- and those in the round trip before the line watch told.
+                -- Without a bound: thousands (until the token's range ends).
+                most = math.max(most, reads - r0)
+                if readers > 0 then bad = "the writer while " .. readers .. " read" end
+                writing, writes = true, writes + 1
+                c:waiter():sleep(0.005)
+                writing = false
+                assert(wl:release())
+                c:waiter():sleep(0.01)
+            end
+            stop = true
+        end)
+        assert.is_true(c:run(60))
+        assert.is_nil(bad)
+        assert.equal(5, writes)
+        assert.is_true(most < 200, "reads while the writer waited: " .. most)
+        assert.is_true(reads > 5 * 5, "the readers hardly ran: " .. reads)
+    end)
+
+    it("downgrades: a writer's read lock is its own node, never shared", function()
+        local rw = c:rwlock("/rw", { cohort = true })
+        local rl, wl = rw:read_lock(), rw:write_lock()
+        assert(wl:acquire(5))
+        assert(rl:acquire(5))
+        assert.is_nil(select(2, rl:token()))     -- the downgrade node: no cohort
+        assert(wl:release())
+        assert.is_true(rl:held())
+        assert(rl:release())
+    end)
+
+    it("gives the token pair as one number while it is exact", function()
+        assert.equal(5 * 4096 + 3, cohort.number(5, 3))
+        assert.is_true(cohort.number(5, 4095) < cohort.number(6, 0))
+        assert.is_nil(cohort.number(2 ^ 41, 0))
+    end)
+
+    it("checks its options", function()
+        assert.has_error(function() c:lock("/l", { cohort = 1 }) end)
+        assert.has_error(function() c:lock("/l", { cohort = true, cohort_handoffs = -1 }) end)
+        assert.has_error(function() c:lock("/l", { cohort = true, cohort_time = "x" }) end)
+    end)
+end)
+
+
+-- A zkcoord process of 4 coroutines on one cohort lock, CuratorPeer's
+-- protocol per coroutine: an ephemeral marker while it holds, counted, so
+-- ZooKeeper itself sees an overlap with Curator's holders.
+local COHORT_PEER = [[
+local path, markers, rounds = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 })
+-- cohort_time 1 s: local handoffs go on while Curator's contenders wait.
+local lock = c:lock(path, { cohort = true, cohort_time = 1 })
+local acquired, locals, bad = 0, 0, nil
+for i = 1, 4 do
+    c:spawn(function()
+        local me = markers .. "/w-lua" .. i
+        for _ = 1, rounds do
+            local ok, err = lock:acquire(30)
+            if not ok then bad = bad or ("error " .. tostring(err)) return end
+            if select(2, lock:token()) > 0 then locals = locals + 1 end
+            assert(c:create(me, "", { ephemeral = true }))
+            local n = 0
+            for _, m in ipairs(assert(c:children(markers))) do
+                if m:sub(1, 1) == "w" then n = n + 1 end
+            end
+            if n > 1 then bad = bad or ("violation " .. n) end
+            acquired = acquired + 1
+            c:waiter():sleep(0.01)
+            assert(c:delete(me))
+            assert(lock:release())
+        end
+    end)
+end
+c:run(120)
+print(("%d %d %s"):format(acquired, locals, bad or "ok"))
+c:close()
+]]
+
+-- The same for the rwlock: 4 reader coroutines sharing a read node and one
+-- writer coroutine of the same process.
+local RW_COHORT_PEER = [[
+local path, markers, rounds = ...
+rounds = tonumber(rounds)
+local zkcoord = require "zkcoord"
+local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 })
+local rw = c:rwlock(path, { cohort = true, cohort_time = 1 })
+local acquired, shared, bad = 0, 0, nil
+local function side(l, kind, name, counted, limit)
+    return function()
+        local me = markers .. "/" .. kind .. "-" .. name
+        for _ = 1, rounds do
+            local ok, err = l:acquire(30)
+            if not ok then bad = bad or ("error " .. tostring(err)) return end
+            if kind == "r" and select(2, l:token()) > 0 then shared = shared + 1 end
+            assert(c:create(me, "", { ephemeral = true }))
+            local n = 0
+            for _, m in ipairs(assert(c:children(markers))) do
+                if counted:find(m:sub(1, 1), 1, true) then n = n + 1 end
+            end
+            if n > limit then bad = bad or ("violation " .. kind .. " " .. n) end
+            acquired = acquired + 1
+            c:waiter():sleep(0.01)
+            assert(c:delete(me))
+            assert(l:release())
+        end
+    end
+end
+for i = 1, 4 do
+    c:spawn(side(rw:read_lock(), "r", "lua" .. i, "w", 0))
+end
+c:spawn(side(rw:write_lock(), "w", "luaw", "wr", 1))
+c:run(120)
+print(("%d %d %s"):format(acquired, shared, bad or "ok"))
+c:close()
+]]
+
+describe("lock cohort beside Curator's InterProcessMutex #zk #nosan", function()
+    local curator = require "helpers.curator"
+    local root
+
+    setup(function()
+        curator.compile("CuratorPeer")
+    end)
+
+    before_each(function()
+        root = zk.new_root("cohort-curator")
+    end)
+
+    after_each(function()
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    -- Runs a Curator peer per mode and the zkcoord process `peer` on one
+    -- path; checks Curator's side; returns the zkcoord process's counts.
+    local function beside_curator(modes, peer, rounds)
+        local path, markers = root .. "/r", root .. "/markers"
+        assert(zk.admin():create(markers))
+        local logs, pids = {}, {}
+        for i, mode in ipairs(modes) do
+            logs[i] = ("%s/%s-%d.log"):format(zk.tmpdir(), root:gsub("/", "_"), i)
+            pids[i] = curator.spawn("CuratorPeer", { mode, zk.hosts(), path, markers,
+                                                     "java" .. i, rounds, 10 }, logs[i])
+        end
+        local lua_log = ("%s/%s-lua.log"):format(zk.tmpdir(), root:gsub("/", "_"))
+        pids[#pids + 1] = assert(zk.spawn_lua(peer, { path, markers, rounds }, lua_log))
+        for _, pid in ipairs(pids) do
+            assert.truthy(zk.proc.wait_exit(pid, 120), "a contender did not finish")
+        end
+        for i = 1, #modes do
+            local text = zk.proc.read_file(logs[i]) or ""
+            assert.is_nil(text:match("violation"), text)
+            assert.is_nil(text:match("error"), text)
+            local _, n = text:gsub("acquired %d+", "")
+            assert.equal(rounds, n, text)
+        end
+        local text = zk.proc.read_file(lua_log) or ""
+        local acquired, locals, verdict = text:match("(%d+) (%d+) (%S+)")
+        assert.equal("ok", verdict, text)
+        return tonumber(acquired), tonumber(locals)
+    end
+
+    it("excludes Curator's holders while handing over locally", function()
+        local acquired, locals = beside_curator({ "lock", "lock" }, COHORT_PEER, 8)
+        assert.equal(4 * 8, acquired)
+        assert.is_true(locals > 0, "no local handoff")
+    end)
+
+    it("rwlock: Curator's readers and writers and a cohort of readers exclude correctly",
+       function()
+        local acquired, shared = beside_curator({ "read", "write" }, RW_COHORT_PEER, 8)
+        assert.equal(5 * 8, acquired)
+        assert.is_true(shared > 0, "no reader joined a shared node")
+    end)
+end)
