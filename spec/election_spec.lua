@@ -122,8 +122,8 @@ describe("election #zk", function()
         assert.is_true(a:resign())      -- resign when not leading is fine
     end)
 
-    it("session expiry revokes leadership; campaign again rejoins", function()
-        local a = c:election("/e", { id = "a" })
+    it("rejoin = false: session expiry revokes leadership; campaign again rejoins", function()
+        local a = c:election("/e", { id = "a", rejoin = false })
         local reasons = {}
         a:on_revoked(function(reason) reasons[#reasons + 1] = reason end)
         assert.is_true(a:campaign(5))
@@ -141,7 +141,7 @@ describe("election #zk", function()
     end)
 
     it("a deleted leader node revokes leadership with 'deleted'", function()
-        local a = c:election("/e", { id = "a" })
+        local a = c:election("/e", { id = "a", rejoin = false })
         local revoked
         a:on_revoked(function(reason) revoked = reason end)
         assert.is_true(a:campaign(5))
@@ -152,9 +152,128 @@ describe("election #zk", function()
         assert.is_false(a:is_leader())
     end)
 
+    it("a leader from campaign() whose session expires leads again by itself", function()
+        local a = c:election("/e", { id = "a" })
+        local events = {}
+        a:on_elected(function() events[#events + 1] = "elected" end)
+        a:on_revoked(function(reason) events[#events + 1] = reason end)
+        assert.is_true(a:campaign(5))
+        local sid, node = c:session_id(), a:node()
+        assert.truthy(zk.expire_session(c))
+        -- no call of ours: the client's callbacks (here dispatch()) rejoin
+        assert.truthy(zk.wait_until(function() return a:is_leader() end, 10, c))
+        -- "deleted" if the server removed the node while our connection was up
+        assert.equal(3, #events)
+        assert.equal("elected", events[1])
+        assert.truthy(events[2] == "sessionexpired" or events[2] == "deleted", events[2])
+        assert.equal("elected", events[3])
+        assert.is_false(a:is_rejoining())
+        assert.are_not.equal(sid, c:session_id())
+        assert.are_not.equal(node, a:node())
+        -- the new node is the new session's, and the old session left none
+        assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
+        assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+        assert.truthy(a:token())
+        assert.is_true(a:resign())          -- the loss was answered by leading again
+        assert.same({}, (other:children("/e")))
+    end)
+
+    it("a leader whose node someone deleted rejoins (Curator's LeaderLatch resets)", function()
+        local a = c:election("/e", { id = "a" })
+        local revoked
+        a:on_revoked(function(reason) revoked = reason end)
+        assert.is_true(a:campaign(5))
+        local node = a:node()
+        assert.truthy(other:delete(node))
+        assert.truthy(zk.wait_until(function() return revoked and a:is_leader() end, 5, c))
+        assert.equal("deleted", revoked)
+        assert.are_not.equal(node, a:node())
+        assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+    end)
+
+    -- a leads, b waits in line (a coroutine of `other`), a's session
+    -- expires: a rejoins behind b. Returns a, b.
+    local function rejoined_behind(opts)
+        local a = c:election("/e", opts or { id = "a" })
+        local b = other:election("/e", { id = "b" })
+        assert.is_true(a:campaign(5))
+        local b_ok
+        other:spawn(function() b_ok = b:campaign(10) end)
+        assert.is_false(other:run(0.3))     -- b waits behind a
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(other:run(5))         -- b's watch fires: b leads
+        assert.is_true(b_ok)
+        return a, b
+    end
+
+    it("a rejoin waits in line behind the new leader, then leads by itself", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function()
+            return #assert(other:children("/e")) == 2
+        end, 10, c))
+        assert.is_true(a:is_rejoining())
+        assert.is_false(a:is_leader())
+        assert.same({ "b", "a" }, b:participants())
+        local elected = false
+        a:on_elected(function() elected = true end)
+        b:resign()
+        assert.truthy(zk.wait_until(function() return a:is_leader() end, 5, c))
+        assert.is_true(elected)
+        assert.is_false(a:is_rejoining())
+        assert.equal("a", b:leader())
+    end)
+
+    it("rejoin = false: a leader whose session expired stays out", function()
+        local a = c:election("/e", { id = "a", rejoin = false })
+        local elected = 0
+        a:on_elected(function() elected = elected + 1 end)
+        assert.is_true(a:campaign(5))
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        c:dispatch(0.5)
+        assert.is_false(a:is_leader())
+        assert.is_false(a:is_rejoining())
+        assert.equal(1, elected)
+        assert.same({}, (other:children("/e")))
+        assert.same({ nil, "lost" }, { a:resign() })
+        -- run() follows the election's rejoin by default
+        local n = 0
+        assert.same({ nil, "lost" }, { a:run(function()
+            n = n + 1
+            assert.truthy(zk.expire_session(c))
+        end, { timeout = 10 }) })
+        assert.equal(1, n)
+        assert.is_false(a:is_rejoining())
+        assert.has_error(function() c:election("/e", { rejoin = "no" }) end,
+                         "bad argument #2 to 'election' (rejoin must be a boolean)")
+    end)
+
+    it("resign() during a rejoin ends it and leaves no node", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function() return a:is_rejoining()
+            and #assert(other:children("/e")) == 2 end, 10, c))
+        assert.same({ nil, "lost" }, { a:resign() })
+        assert.is_false(a:is_rejoining())
+        assert.same({ (b:node():match("[^/]+$")) }, (other:children("/e")))
+        b:resign()
+        c:dispatch(0.3)
+        assert.is_false(a:is_leader())
+        assert.same({}, (other:children("/e")))
+    end)
+
+    it("closing the client during a rejoin ends it and leaves no node", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function() return a:is_rejoining()
+            and #assert(other:children("/e")) == 2 end, 10, c))
+        c:close()
+        assert.is_false(a:is_rejoining())
+        assert.is_false(a:is_leader())
+        assert.same({ (b:node():match("[^/]+$")) }, (other:children("/e")))
+    end)
+
     it("token() and node() name our leadership; tokens grow with each leader", function()
         local a = c:election("/e", { id = "a" })
-        local b = other:election("/e", { id = "b" })
+        local b = other:election("/e", { id = "b", rejoin = false })
         assert.same({ nil, "notleader" }, { a:token() })
         assert.is_nil(a:node())
         assert.is_true(a:campaign(5))
