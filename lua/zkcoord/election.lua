@@ -32,15 +32,15 @@
 -- or "deleted"; never after resign()) joins the line again by itself, as
 -- a candidate at the back of the line, and on_elected callbacks run when
 -- it wins (is_leader() is true from then). It runs in the client's
--- callbacks, never in the call that noticed the loss: in plain Lua inside
--- whichever client call runs them next (dispatch(), process(), any
--- request, or a state question: is_leader() and the like run queued
--- callbacks first, and then take a step's round trips), in nginx in the
--- client's callback timer. Each step waits at most a session timeout (its
+-- callbacks (a step is queued when the loss is reported, and at every
+-- "connected"): in plain Lua inside whichever client call runs them next
+-- (dispatch(), process(), any request, or a state question: is_leader()
+-- and the like run queued callbacks first, and then take a step's round
+-- trips), in nginx in the client's callback timer. Each step waits at most a session timeout (its
 -- round trips, a few milliseconds when connected); the wait for the node
--- below ours is a watch, so no call waits for leadership. A step that fails on the connection goes
--- on at the next "connected"; any other error is logged and ends the
--- rejoin (its node deleted). resign() ends a rejoin and deletes its node;
+-- below ours is a watch, so no call waits for leadership. A step that
+-- fails on the connection goes on at the next "connected"; any other error
+-- is logged and ends the rejoin (its node deleted). resign() ends a rejoin and deletes its node;
 -- so does campaign(), which then joins afresh; client:close() ends it
 -- (the node goes with the session). opts.rejoin = false turns it off:
 -- call campaign() again after a loss. run() rejoins by its own loop (by
@@ -229,6 +229,16 @@ local function below_watcher(self, q)
 end
 
 
+-- Stops waiting for the node below ours (fire and forget).
+local function unwatch_below(self)
+    local below = self._below
+    if below then
+        self._below = nil
+        self.client:remove_watches(below[1], below[2])
+    end
+end
+
+
 -- Ends the rejoin for good after an error that no new session mends: its
 -- node deleted, the error logged.
 local function give_up(self, q, err)
@@ -300,11 +310,16 @@ local function try(self, q)
         q:leave()
         return true
     elseif at ~= true then
-        local st, serr = client:exists(at.path, below_watcher(self, q))
+        unwatch_below(self)
+        local fn = below_watcher(self, q)
+        local st, serr = client:exists(at.path, fn)
         if st == false or serr == "nonode" then
             return true
+        elseif st == nil then
+            return failed(self, q, serr)
         end
-        return st == nil and failed(self, q, serr) or nil
+        self._below = { at.path, fn }
+        return
     end
     local mine, oerr = owned(client, q:node())
     if self._rejoin ~= q then
@@ -346,9 +361,9 @@ function step(self, q)
 end
 
 
--- Starts rejoining: a new position, stepped from the next callback turn
--- (never inside the call that noticed the loss, is_leader() say) and at
--- every "connected".
+-- Starts rejoining: a new position, stepped from the client's callback
+-- queue (not inside the code that reported the loss) and at every
+-- "connected".
 function _M:_start_rejoin()
     self:_stop_rejoin()
     local q = line.new(self.client, self.path, JOIN, self.id)
@@ -373,6 +388,10 @@ function _M:_stop_rejoin()
     self._rejoin = nil
     self.client:remove_listener(self._on_state)
     self._on_state = nil
+    if not self.client:is_closed() then
+        unwatch_below(self)
+    end
+    self._below = nil
     return q
 end
 
