@@ -466,3 +466,116 @@ describe("election #zk", function()
         assert.equal("k" .. succ.who, (zk.admin():election(path):leader()))
     end)
 end)
+
+
+-- The rejoin in nginx: a leader made in a timer (zkcoord.ngx's client)
+-- whose session expires leads again by itself, stepped by the client's
+-- callback timer while no request runs.
+local NGX_APP = [==[
+local zn = require "zkcoord.ngx"
+local _M = {}
+local e, events, err = nil, {}, nil
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 }
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c, cerr = zn.client()
+        if not c then err = cerr return end
+        e = c:election("@ROOT@/e", { id = "w" })
+        e:on_elected(function() events[#events + 1] = "elected" end)
+        e:on_revoked(function(reason) events[#events + 1] = reason end)
+        local ok, perr = e:campaign(10)
+        if not ok then err = perr end
+    end)
+end
+
+function _M.state()
+    local c = zn.client()
+    if not e or not c then
+        return ngx.say("none ", tostring(err))
+    end
+    local pw = (c:session_password() or ""):gsub(".", function(ch)
+        return ("%02x"):format(ch:byte())
+    end)
+    ngx.say(tostring(e:is_leader()), " ", tostring(e.is_rejoining and e:is_rejoining()), " ",
+            tostring(c:session_id()), " ", pw, " ", tostring(e:node()), " ",
+            table.concat(events, ","))
+end
+
+return _M
+]==]
+
+describe("election in nginx #zk #ngx", function()
+    local nginx = require "helpers.nginx"
+    local zkcoord = require "zkcoord"
+    local root, n
+
+    after_each(function()
+        if n then n:destroy() end
+        zk.close_clients()
+        if root then zk.delete_tree(zk.admin(), root) end
+    end)
+
+    local function state()
+        local status, body = n:get("/state", 5)
+        assert.equal(200, status, tostring(body))
+        local leader, rejoining, sid, pw, node, events =
+            body:match("^(%S+) (%S+) (%S+) (%S*) (%S+) (%S*)\n$")
+        return { leader = leader == "true", rejoining = rejoining == "true", sid = sid,
+                 pw = pw, node = node, events = events, body = body }
+    end
+
+    local function poll(fn, timeout)
+        local deadline = proc.now() + timeout
+        repeat
+            local s = state()
+            if fn(s) then return s end
+            proc.sleep(0.05)
+        until proc.now() >= deadline
+        return nil
+    end
+
+    it("a leader from campaign() in a timer leads again by itself after its session expired",
+       function()
+        root = zk.new_root("election-ngx")
+        n = assert(nginx.start {
+            workers = 1,
+            env = { ZK_HOSTS = zk.hosts() },
+            vars = { ROOT = root },
+            lua_modules = { app = NGX_APP },
+            http = [[
+                init_worker_by_lua_block { require("app").init_worker() }
+                server {
+                    listen 127.0.0.1:@PORT@;
+                    location = /state { content_by_lua_block { require("app").state() } }
+                }
+            ]],
+        })
+        local s = poll(function(x) return x.leader end, 15)
+        assert.truthy(s, "not elected:\n" .. n:log_tail())
+        assert.equal("elected", s.events)
+        local sid, node = s.sid, s.node
+        local pw = s.pw:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
+        -- expire it: join its session from here and close it (zk.expire_session's way)
+        local admin = zk.admin()
+        local gone = poll(function(x)
+            if x.sid ~= sid then return true end
+            local other = zkcoord.connect { servers = zk.hosts(), session_id = sid,
+                                            session_password = pw, connect_timeout = 2,
+                                            session_timeout = 4, reconnect = false }
+            if other then other:close() end
+            return false
+        end, 20)
+        assert.truthy(gone, "the session did not expire:\n" .. n:log_tail())
+        -- no request asks it to: the callback timer rejoins
+        s = poll(function(x) return x.leader end, 15)
+        assert.truthy(s, "did not lead again:\n" .. n:log_tail())
+        assert.is_false(s.rejoining)
+        assert.truthy(s.events == "elected,sessionexpired,elected"
+                      or s.events == "elected,deleted,elected", s.events)
+        assert.are_not.equal(node, s.node)
+        assert.equal(s.sid, assert(admin:exists(s.node)).ephemeral_owner)
+        assert.same({ (s.node:match("[^/]+$")) }, (admin:children(root .. "/e")))
+    end)
+end)
