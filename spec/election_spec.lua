@@ -174,6 +174,13 @@ describe("election #zk", function()
         assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
         assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
         assert.truthy(a:token())
+        -- and again: the rejoined leadership is watched as the first was
+        local sid2 = c:session_id()
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return #events == 5 and a:is_leader() end, 10, c))
+        assert.equal("elected", events[5])
+        assert.are_not.equal(sid2, c:session_id())
+        assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
         assert.is_true(a:resign())          -- the loss was answered by leading again
         assert.same({}, (c:children("/e")))  -- c: ordered after resign's delete
     end)
