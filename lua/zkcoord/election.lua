@@ -120,7 +120,8 @@ local function owned(client, node)
 end
 
 
---- Joins the election and waits until we are the leader.
+--- Joins the election and waits until we are the leader (a rejoin running
+--- ends first, its node deleted: we join afresh).
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:campaign(timeout)
@@ -405,12 +406,13 @@ function _M:is_rejoining()
 end
 
 
---- Gives up leadership, or stops campaigning. The node is deleted without
---- waiting (ordered before this session's next request, retried until done).
---- on_revoked callbacks run with reason "resigned" if we were leader.
---- After leadership was lost (session ended, node deleted, or the session
---- not heard from for its timeout) the first resign() returns nil, "lost"
---- (on_revoked has run with the reason before).
+--- Gives up leadership, or stops campaigning or rejoining. The node is
+--- deleted without waiting (ordered before this session's next request,
+--- retried until done). on_revoked callbacks run with reason "resigned" if
+--- we were leader. After leadership was lost (session ended, node deleted,
+--- or the session not heard from for its timeout) the first resign()
+--- returns nil, "lost" (on_revoked has run with the reason before), unless
+--- a rejoin has made us leader again.
 ---@return true|nil ok, string? err "lost"
 function _M:resign()
     check_self(self, "resign")
