@@ -122,8 +122,8 @@ describe("election #zk", function()
         assert.is_true(a:resign())      -- resign when not leading is fine
     end)
 
-    it("session expiry revokes leadership; campaign again rejoins", function()
-        local a = c:election("/e", { id = "a" })
+    it("rejoin = false: session expiry revokes leadership; campaign again rejoins", function()
+        local a = c:election("/e", { id = "a", rejoin = false })
         local reasons = {}
         a:on_revoked(function(reason) reasons[#reasons + 1] = reason end)
         assert.is_true(a:campaign(5))
@@ -141,7 +141,7 @@ describe("election #zk", function()
     end)
 
     it("a deleted leader node revokes leadership with 'deleted'", function()
-        local a = c:election("/e", { id = "a" })
+        local a = c:election("/e", { id = "a", rejoin = false })
         local revoked
         a:on_revoked(function(reason) revoked = reason end)
         assert.is_true(a:campaign(5))
@@ -152,9 +152,156 @@ describe("election #zk", function()
         assert.is_false(a:is_leader())
     end)
 
+    it("a leader from campaign() whose session expires leads again by itself", function()
+        local a = c:election("/e", { id = "a" })
+        local events = {}
+        a:on_elected(function() events[#events + 1] = "elected" end)
+        a:on_revoked(function(reason) events[#events + 1] = reason end)
+        assert.is_true(a:campaign(5))
+        local sid, node = c:session_id(), a:node()
+        assert.truthy(zk.expire_session(c))
+        -- no call of ours: the client's callbacks (here dispatch()) rejoin
+        assert.truthy(zk.wait_until(function() return a:is_leader() end, 10, c))
+        -- "deleted" if the server removed the node while our connection was up
+        assert.equal(3, #events)
+        assert.equal("elected", events[1])
+        assert.truthy(events[2] == "sessionexpired" or events[2] == "deleted", events[2])
+        assert.equal("elected", events[3])
+        assert.is_false(a:is_rejoining())
+        assert.are_not.equal(sid, c:session_id())
+        assert.are_not.equal(node, a:node())
+        -- the new node is the new session's, and the old session left none
+        assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
+        assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+        assert.truthy(a:token())
+        -- and again: the rejoined leadership is watched as the first was
+        local sid2 = c:session_id()
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return #events == 5 and a:is_leader() end, 10, c))
+        assert.equal("elected", events[5])
+        assert.are_not.equal(sid2, c:session_id())
+        assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
+        assert.is_true(a:resign())          -- the loss was answered by leading again
+        assert.same({}, (c:children("/e")))  -- c: ordered after resign's delete
+    end)
+
+    it("a leader whose node someone deleted rejoins (Curator's LeaderLatch resets)", function()
+        local a = c:election("/e", { id = "a" })
+        local revoked
+        a:on_revoked(function(reason) revoked = reason end)
+        assert.is_true(a:campaign(5))
+        local node = a:node()
+        assert.truthy(other:delete(node))
+        assert.truthy(zk.wait_until(function() return revoked and a:is_leader() end, 5, c))
+        assert.equal("deleted", revoked)
+        assert.are_not.equal(node, a:node())
+        assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+    end)
+
+    -- a leads, b waits in line (a coroutine of `other`), a's session
+    -- expires: a rejoins behind b. Returns a, b.
+    local function rejoined_behind(opts)
+        local a = c:election("/e", opts or { id = "a" })
+        local b = other:election("/e", { id = "b" })
+        assert.is_true(a:campaign(5))
+        local b_ok
+        other:spawn(function() b_ok = b:campaign(10) end)
+        -- b waits behind a: its node is in the line (other:run drives it)
+        local deadline = proc.now() + 10
+        while #assert(c:children("/e")) < 2 and proc.now() < deadline do
+            assert.is_false(other:run(0.02))
+        end
+        assert.same({ "a", "b" }, a:participants())
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(other:run(5))         -- b's watch fires: b leads
+        assert.is_true(b_ok)
+        return a, b
+    end
+
+    it("a rejoin waits in line behind the new leader, then leads by itself", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function()
+            return #assert(other:children("/e")) == 2
+        end, 10, c))
+        assert.is_true(a:is_rejoining())
+        assert.is_false(a:is_leader())
+        assert.same({ "b", "a" }, b:participants())
+        local elected = false
+        a:on_elected(function() elected = true end)
+        b:resign()
+        assert.truthy(zk.wait_until(function() return a:is_leader() end, 5, c))
+        assert.is_true(elected)
+        assert.is_false(a:is_rejoining())
+        assert.equal("a", b:leader())
+    end)
+
+    it("rejoin = false: a leader whose session expired stays out", function()
+        local a = c:election("/e", { id = "a", rejoin = false })
+        local elected = 0
+        a:on_elected(function() elected = elected + 1 end)
+        assert.is_true(a:campaign(5))
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        c:dispatch(0.5)
+        assert.is_false(a:is_leader())
+        assert.is_false(a:is_rejoining())
+        assert.equal(1, elected)
+        assert.same({}, (other:children("/e")))
+        assert.same({ nil, "lost" }, { a:resign() })
+        -- run() follows the election's rejoin by default
+        local n = 0
+        assert.same({ nil, "lost" }, { a:run(function()
+            n = n + 1
+            assert.truthy(zk.expire_session(c))
+        end, { timeout = 10 }) })
+        assert.equal(1, n)
+        assert.is_false(a:is_rejoining())
+        assert.has_error(function() c:election("/e", { rejoin = "no" }) end,
+                         "bad argument #2 to 'election' (rejoin must be a boolean)")
+    end)
+
+    it("resign() during a rejoin ends it and leaves no node", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function() return a:is_rejoining()
+            and #assert(other:children("/e")) == 2 end, 10, c))
+        assert.same({ nil, "lost" }, { a:resign() })
+        assert.is_false(a:is_rejoining())
+        -- c: ordered after resign's delete
+        assert.same({ (b:node():match("[^/]+$")) }, (c:children("/e")))
+        b:resign()
+        c:dispatch(0.3)
+        assert.is_false(a:is_leader())
+        assert.same({}, (other:children("/e")))
+    end)
+
+    it("campaign() during a rejoin ends it and joins afresh", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function() return a:is_rejoining()
+            and #assert(other:children("/e")) == 2 end, 10, c))
+        local before = assert(c:children("/e"))
+        assert.same({ nil, "timeout" }, { a:campaign(0) })   -- try once: b leads
+        assert.is_false(a:is_rejoining())
+        -- the rejoin's node and the try's are gone (c: ordered after the deletes)
+        assert.same({ (b:node():match("[^/]+$")) }, (c:children("/e")))
+        assert.equal(2, #before)
+        b:resign()
+        c:dispatch(0.3)
+        assert.is_false(a:is_leader())
+    end)
+
+    it("closing the client during a rejoin ends it and leaves no node", function()
+        local a, b = rejoined_behind()
+        assert.truthy(zk.wait_until(function() return a:is_rejoining()
+            and #assert(other:children("/e")) == 2 end, 10, c))
+        c:close()
+        assert.is_false(a:is_rejoining())
+        assert.is_false(a:is_leader())
+        assert.same({ (b:node():match("[^/]+$")) }, (other:children("/e")))
+    end)
+
     it("token() and node() name our leadership; tokens grow with each leader", function()
         local a = c:election("/e", { id = "a" })
-        local b = other:election("/e", { id = "b" })
+        local b = other:election("/e", { id = "b", rejoin = false })
         assert.same({ nil, "notleader" }, { a:token() })
         assert.is_nil(a:node())
         assert.is_true(a:campaign(5))
@@ -345,5 +492,118 @@ describe("election #zk", function()
         -- the session of the killed leader must expire first (2 s, tick 0.5 s)
         assert.is_true(took < zk.SESSION_TIMEOUT + 1.5, ("successor after %.2f s"):format(took))
         assert.equal("k" .. succ.who, (zk.admin():election(path):leader()))
+    end)
+end)
+
+
+-- The rejoin in nginx: a leader made in a timer (zkcoord.ngx's client)
+-- whose session expires leads again by itself, stepped by the client's
+-- callback timer while no request runs.
+local NGX_APP = [==[
+local zn = require "zkcoord.ngx"
+local _M = {}
+local e, events, err = nil, {}, nil
+
+function _M.init_worker()
+    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 4 }
+    ngx.timer.at(0, function(premature)
+        if premature then return end
+        local c, cerr = zn.client()
+        if not c then err = cerr return end
+        e = c:election("@ROOT@/e", { id = "w" })
+        e:on_elected(function() events[#events + 1] = "elected" end)
+        e:on_revoked(function(reason) events[#events + 1] = reason end)
+        local ok, perr = e:campaign(10)
+        if not ok then err = perr end
+    end)
+end
+
+function _M.state()
+    local c = zn.client()
+    if not e or not c then
+        return ngx.say("none ", tostring(err))
+    end
+    local pw = (c:session_password() or ""):gsub(".", function(ch)
+        return ("%02x"):format(ch:byte())
+    end)
+    ngx.say(tostring(e:is_leader()), " ", tostring(e.is_rejoining and e:is_rejoining()), " ",
+            tostring(c:session_id()), " ", pw, " ", tostring(e:node()), " ",
+            table.concat(events, ","))
+end
+
+return _M
+]==]
+
+describe("election in nginx #zk #ngx", function()
+    local nginx = require "helpers.nginx"
+    local zkcoord = require "zkcoord"
+    local root, n
+
+    after_each(function()
+        if n then n:destroy() end
+        zk.close_clients()
+        if root then zk.delete_tree(zk.admin(), root) end
+    end)
+
+    local function state()
+        local status, body = n:get("/state", 5)
+        assert.equal(200, status, tostring(body))
+        local leader, rejoining, sid, pw, node, events =
+            body:match("^(%S+) (%S+) (%S+) (%S*) (%S+) (%S*)\n$")
+        return { leader = leader == "true", rejoining = rejoining == "true", sid = sid,
+                 pw = pw, node = node, events = events, body = body }
+    end
+
+    local function poll(fn, timeout)
+        local deadline = proc.now() + timeout
+        repeat
+            local s = state()
+            if fn(s) then return s end
+            proc.sleep(0.05)
+        until proc.now() >= deadline
+        return nil
+    end
+
+    it("a leader from campaign() in a timer leads again by itself after its session expired",
+       function()
+        root = zk.new_root("election-ngx")
+        n = assert(nginx.start {
+            workers = 1,
+            env = { ZK_HOSTS = zk.hosts() },
+            vars = { ROOT = root },
+            lua_modules = { app = NGX_APP },
+            http = [[
+                init_worker_by_lua_block { require("app").init_worker() }
+                server {
+                    listen 127.0.0.1:@PORT@;
+                    location = /state { content_by_lua_block { require("app").state() } }
+                }
+            ]],
+        })
+        local s = poll(function(x) return x.leader end, 15)
+        assert.truthy(s, "not elected:\n" .. n:log_tail())
+        assert.equal("elected", s.events)
+        local sid, node = s.sid, s.node
+        local pw = s.pw:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
+        -- expire it: join its session from here and close it (zk.expire_session's way)
+        local admin = zk.admin()
+        local gone = poll(function(x)
+            if x.sid ~= sid then return true end
+            local other = zkcoord.connect { servers = zk.hosts(), session_id = sid,
+                                            session_password = pw, connect_timeout = 2,
+                                            session_timeout = 4, reconnect = false }
+            if other then other:close() end
+            return false
+        end, 20)
+        assert.truthy(gone, "the session did not expire:\n" .. n:log_tail())
+        -- no request asks it to: the callback timer rejoins
+        s = poll(function(x) return x.leader end, 15)
+        assert.truthy(s, "did not lead again:\n" .. n:log_tail())
+        assert.is_false(s.rejoining)
+        assert.truthy(s.events == "elected,sessionexpired,elected"
+                      or s.events == "elected,deleted,elected", s.events)
+        assert.are_not.equal(node, s.node)
+        assert.equal(s.sid, assert(admin:exists(s.node)).ephemeral_owner)
+        assert.same({ (s.node:match("[^/]+$")) }, (admin:children(root .. "/e")))
     end)
 end)

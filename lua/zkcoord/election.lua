@@ -25,10 +25,26 @@
 -- Session loss ("lost", or suspended for the whole session timeout), or
 -- our node deleted by someone else: is_leader() turns false at once and
 -- on_revoked callbacks run. A candidate still waiting in campaign() joins
--- the line again by itself in the new session. A leader that campaign()
--- made does not campaign again by itself: call campaign() to rejoin. One
--- that run() made does (Curator's LeaderLatch rejoins): run() campaigns
--- again after a session loss, unless opts.rejoin is false.
+-- the line again by itself in the new session.
+--
+-- Rejoin (Curator's LeaderLatch resets after a lost session, and when it
+-- finds its node gone): a leadership that ended unasked ("sessionexpired"
+-- or "deleted"; never after resign()) joins the line again by itself, as
+-- a candidate at the back of the line, and on_elected callbacks run when
+-- it wins (is_leader() is true from then). It runs in the client's
+-- callbacks (a step is queued when the loss is reported, and at every
+-- "connected"): in plain Lua inside whichever client call runs them next
+-- (dispatch(), process(), any request, or a state question: is_leader()
+-- and the like run queued callbacks first, and then take a step's round
+-- trips), in nginx in the client's callback timer. Each step waits at most a session timeout (its
+-- round trips, a few milliseconds when connected); the wait for the node
+-- below ours is a watch, so no call waits for leadership. A step that
+-- fails on the connection goes on at the next "connected"; any other error
+-- is logged and ends the rejoin (its node deleted). resign() ends a rejoin and deletes its node;
+-- so does campaign(), which then joins afresh; client:close() ends it
+-- (the node goes with the session). opts.rejoin = false turns it off:
+-- call campaign() again after a loss. run() rejoins by its own loop (by
+-- default as the election's rejoin says), not by this one while fn runs.
 --
 -- Fencing: token() is the czxid of our node while we lead, as the lock's
 -- token(): it grows with every leadership, so a resource that refuses a
@@ -40,8 +56,9 @@
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
-local type, setmetatable = type, setmetatable
+local type, setmetatable, ipairs, tostring = type, setmetatable, ipairs, tostring
 local remaining, argerror, call_all = util.remaining, util.argerror, util.call_all
 local select, unpack = select, require("zkcoord.compat").unpack
 
@@ -50,8 +67,11 @@ local mt = { __index = _M }
 
 local check_self = util.self_checker(mt, "election", "e")
 
-local OPT_KEYS = { "id" }
+local OPT_KEYS = { "id", "rejoin" }
 local DRIVER = line.driver { marker = "latch-", rule = rules.first }
+-- A rejoin's position: the same nodes, through as soon as ours is in the
+-- line (the rejoin watches the node below itself, without a wait).
+local JOIN = line.driver { marker = "latch-", rule = rules.always }
 
 
 --- "<hostname>:<pid>", the default id of a candidate (util.default_id).
@@ -60,6 +80,8 @@ _M.default_id = util.default_id
 
 ---@class zkcoord.election_opts
 ---@field id string? our identifier, stored as our node's data (default "<hostname>:<pid>")
+---@field rejoin boolean? default true: a leadership lost unasked (session, node deleted)
+---   joins the line again by itself (see the header); false: call campaign() again
 
 --- client:election(path, opts) -> election object (no server state until campaign()).
 ---@param client table
@@ -70,12 +92,17 @@ function _M.new(client, path, opts)
     if opts.id ~= nil and type(opts.id) ~= "string" then
         argerror(2, "election", "id must be a string")
     end
+    if opts.rejoin ~= nil and type(opts.rejoin) ~= "boolean" then
+        argerror(2, "election", "rejoin must be a boolean")
+    end
     client.check_path(path, "election", 1)
     return setmetatable({
         client = client,
         path = path,
         id = opts.id or util.default_id(),
-        _q = nil,             -- our line position while campaigning or leading
+        rejoin = opts.rejoin ~= false,
+        _q = nil,             -- our line position while campaigning, leading or rejoining
+        _rejoin = nil,        -- the position the rejoin drives, while it runs
         _elected_fns = {},
         _revoked_fns = {},
     }, mt)
@@ -93,7 +120,8 @@ local function owned(client, node)
 end
 
 
---- Joins the election and waits until we are the leader.
+--- Joins the election and waits until we are the leader (a rejoin running
+--- ends first, its node deleted: we join afresh).
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:campaign(timeout)
@@ -109,8 +137,13 @@ function _M:campaign(timeout)
         -- Leadership lost (session) and not reported yet: report it now,
         -- so that a late report cannot hit the new campaign.
         if self._revoke_q == self._q then
-            self._revoke("sessionexpired")
+            self._revoke("sessionexpired", true)
         end
+        self._q = nil
+    end
+    local rq = self:_stop_rejoin()    -- we campaign instead (it may have begun just now)
+    if rq then
+        rq:leave()
         self._q = nil
     end
     local q = line.new(client, self.path, DRIVER, self.id)
@@ -140,9 +173,16 @@ function _M:campaign(timeout)
         self._q = nil
         return nil, deadline and "timeout" or "invalid"
     end
-    self:_supervise(q)
-    call_all(client, self._elected_fns, "election on_elected")
+    self:_elected(q)
     return true
+end
+
+
+-- We lead with position q: watch it, and tell the on_elected callbacks.
+function _M:_elected(q)
+    self._q = q
+    self:_supervise(q)
+    call_all(self.client, self._elected_fns, "election on_elected")
 end
 
 
@@ -150,7 +190,8 @@ end
 -- a deleted node; resign() reports "resigned").
 function _M:_supervise(q)
     local client = self.client
-    local function revoke(reason)
+    -- no_rejoin: campaign() reports a loss it is about to answer itself
+    local function revoke(reason, no_rejoin)
         if self._revoke_q ~= q then
             return
         end
@@ -161,6 +202,10 @@ function _M:_supervise(q)
         -- resign() answers "lost" once for a leadership that ended unasked
         self._lost = reason ~= "resigned" or nil
         call_all(client, self._revoked_fns, "election on_revoked", reason)
+        if self._lost and not no_rejoin and self.rejoin and not self._in_run
+           and not self._q and not client:is_closed() then
+            self:_start_rejoin()
+        end
     end
     self._revoke_q = q
     self._revoke = revoke
@@ -168,12 +213,206 @@ function _M:_supervise(q)
 end
 
 
---- Gives up leadership, or stops campaigning. The node is deleted without
---- waiting (ordered before this session's next request, retried until done).
---- on_revoked callbacks run with reason "resigned" if we were leader.
---- After leadership was lost (session ended, node deleted, or the session
---- not heard from for its timeout) the first resign() returns nil, "lost"
---- (on_revoked has run with the reason before).
+-- ---------------------------------------------------------------------------
+-- The rejoin (see the header). Each step runs in the client's callbacks and
+-- ends in one of: leader, watching the node below ours, waiting for the
+-- next "connected", or stopped. self._rejoin == q while it runs: resign(),
+-- campaign() and a new rejoin end it by clearing it, and every step looks
+-- again after each of its waits (callbacks, user code included, run in
+-- them).
+
+local step
+
+-- Watch closures are made outside the frames that wait (in nginx a waiting
+-- coroutine may be gone when the watch fires).
+local function below_watcher(self, q)
+    return function() step(self, q) end
+end
+
+
+-- Stops waiting for the node below ours (fire and forget).
+local function unwatch_below(self)
+    local below = self._below
+    if below then
+        self._below = nil
+        self.client:remove_watches(below[1], below[2])
+    end
+end
+
+
+-- Ends the rejoin for good after an error that no new session mends: its
+-- node deleted, the error logged.
+local function give_up(self, q, err)
+    self.client:log("error", "election " .. self.path .. ": rejoin failed: " .. tostring(err))
+    if self._q == q then
+        self._q = nil
+    end
+    self:_stop_rejoin()
+    q:leave()
+end
+
+
+-- A step failed with err: the connection's errors (and a step's timeout)
+-- wait for the next "connected"; "closed" ends it (nothing is left on the
+-- server); anything else gives up.
+local function failed(self, q, err)
+    if err == "closed" then
+        self:_stop_rejoin()
+    elseif not (errors.transient[err] or errors.unknown_outcome[err]
+                or err == "sessionexpired" or err == "timeout") then
+        give_up(self, q, err)
+    end
+end
+
+
+-- Our place in the line: true (first), or the entry just below ours, or
+-- false (our node is not in the listing: it went).
+local function place(q, entries)
+    local node = q:node()
+    for i, e in ipairs(entries) do
+        if e.path == node then
+            return i == 1 or entries[i - 1]
+        end
+    end
+    return false
+end
+
+
+-- One try: returns true to try again at once (our node went, or the node
+-- below went before we could watch it), nothing otherwise. The position
+-- is one of JOIN's (through once its node is in the line), so leading is
+-- its node being first: no node sorts below one made before it.
+local function try(self, q)
+    local client = self.client
+    if client:is_closed() then
+        return failed(self, q, "closed")
+    elseif client:state() ~= "connected" then
+        return           -- the next "connected" steps again
+    end
+    if q:node() and not q:is_through() then
+        q:leave()        -- it went with the session that created it
+    end
+    if not q:node() then
+        local ok, err = q:enter(client:session_timeout())
+        if self._rejoin ~= q then
+            return q:leave()  -- ended while we waited (callbacks ran in it)
+        elseif not ok then
+            return failed(self, q, err)
+        end
+    end
+    local entries, err = q:entries()
+    if self._rejoin ~= q then
+        return q:leave()
+    elseif not entries then
+        return failed(self, q, err)
+    end
+    local at = place(q, entries)
+    if at == false then
+        q:leave()
+        return true
+    elseif at ~= true then
+        unwatch_below(self)
+        local fn = below_watcher(self, q)
+        local st, serr = client:exists(at.path, fn)
+        if st == false or serr == "nonode" then
+            return true
+        elseif st == nil then
+            return failed(self, q, serr)
+        end
+        self._below = { at.path, fn }
+        return
+    end
+    local mine, oerr = owned(client, q:node())
+    if self._rejoin ~= q then
+        return q:leave()
+    elseif not mine then
+        q:leave()     -- CURATOR-696: made in a session that has ended meanwhile
+        return mine == false or failed(self, q, oerr)
+    end
+    self:_stop_rejoin()
+    self._lost = nil      -- leading again: resign() answers true
+    self:_elected(q)
+end
+
+
+-- Runs tries until one settles (bounded: a node that goes every time).
+-- A step asked for while one runs (from a callback in its waits) runs
+-- after it.
+function step(self, q)
+    if self._rejoin ~= q then
+        return
+    end
+    if self._stepping then
+        self._step_again = true
+        return
+    end
+    self._stepping = true
+    local again = true
+    for _ = 1, util.MAX_RACES do
+        self._step_again = false
+        again = try(self, q)
+        if self._rejoin ~= q or not (again or self._step_again) then
+            break
+        end
+    end
+    self._stepping = false
+    if self._rejoin == q and (again or self._step_again) then
+        self.client:waiter():defer(step, self, q)   -- later, not in a loop
+    end
+end
+
+
+-- Starts rejoining: a new position, stepped from the client's callback
+-- queue (not inside the code that reported the loss) and at every
+-- "connected".
+function _M:_start_rejoin()
+    self:_stop_rejoin()
+    local q = line.new(self.client, self.path, JOIN, self.id)
+    self._q, self._rejoin = q, q
+    self._on_state = function(state)
+        if state == "connected" then
+            step(self, q)
+        end
+    end
+    self.client:on_state(self._on_state)
+    self.client:waiter():defer(step, self, q)
+end
+
+
+-- Ends the rejoin (its node stays: the caller leaves it or takes it over).
+-- Returns its position, or nil.
+function _M:_stop_rejoin()
+    local q = self._rejoin
+    if not q then
+        return nil
+    end
+    self._rejoin = nil
+    self.client:remove_listener(self._on_state)
+    self._on_state = nil
+    if not self.client:is_closed() then
+        unwatch_below(self)
+    end
+    self._below = nil
+    return q
+end
+
+
+--- Is a rejoin running (see the header: after a leadership lost unasked,
+--- until we lead again, resign() or the client closes)?
+---@return boolean
+function _M:is_rejoining()
+    check_self(self, "is_rejoining")
+    return self._rejoin ~= nil and not self.client:is_closed()
+end
+
+
+--- Gives up leadership, or stops campaigning or rejoining. The node is
+--- deleted without waiting (ordered before this session's next request,
+--- retried until done). on_revoked callbacks run with reason "resigned" if
+--- we were leader. After leadership was lost (session ended, node deleted,
+--- or the session not heard from for its timeout) the first resign()
+--- returns nil, "lost" (on_revoked has run with the reason before), unless
+--- a rejoin has made us leader again.
 ---@return true|nil ok, string? err "lost"
 function _M:resign()
     check_self(self, "resign")
@@ -182,9 +421,15 @@ function _M:resign()
         local was = q:is_through()     -- first: a loss found now is reported
         q:leave()
         if self._revoke_q == q then
-            self._revoke(was and "resigned" or "sessionexpired")
+            self._revoke(was and "resigned" or "sessionexpired", true)
         end
         self._q = nil
+    end
+    -- A rejoin (running before, or started by a loss is_through() found)
+    -- ends with its node.
+    q = self:_stop_rejoin()
+    if q then
+        q:leave()
     end
     if self._lost then
         self._lost = nil
@@ -199,7 +444,15 @@ end
 function _M:is_leader()
     check_self(self, "is_leader")
     local q = self._q
-    return q ~= nil and q:is_through()
+    if q == nil or self._rejoin == q then
+        return false
+    elseif q:is_through() then
+        return true
+    end
+    -- The callbacks is_through() ran may have made a new position ours (a
+    -- rejoin that won): answer for it.
+    local now = self._q
+    return now ~= nil and now ~= q and self._rejoin ~= now and now:is_through()
 end
 
 
@@ -232,7 +485,9 @@ local RUN_KEYS = { "timeout", "requeue", "rejoin" }
 -- (the session, or our node deleted), so that run() may rejoin.
 local function resign_after(self)
     self._run_lost = not self:is_leader()
-    return self:resign()
+    local ok, err = self:resign()
+    self._in_run = nil
+    return ok, err
 end
 
 
@@ -245,8 +500,9 @@ end
 ---@field timeout number? each campaign's timeout (nil: as long as it takes)
 ---@field requeue boolean|integer? campaign again after fn returns: true as long as the
 ---   client is open, n: n more rounds (default false: one round)
----@field rejoin boolean? default true: a round whose leadership was lost while fn ran
----   (session lost, node deleted) campaigns again, and is not counted as a requeue
+---@field rejoin boolean? default the election's rejoin (true unless turned off): a round
+---   whose leadership was lost while fn ran (session lost, node deleted) campaigns
+---   again, and is not counted as a requeue
 
 --- Campaigns, runs fn(e) while leader and resigns when it returns, whatever
 --- it did (fn should return soon after is_leader() turns false, or watch
@@ -268,13 +524,17 @@ function _M:run(fn, opts)
     elseif type(requeue) ~= "number" or requeue < 0 or requeue % 1 ~= 0 then
         argerror(2, "run", "requeue must be a boolean or an integer >= 0")
     end
-    local rejoin = opts.rejoin ~= false
+    local rejoin = opts.rejoin
+    if rejoin == nil then
+        rejoin = self.rejoin
+    end
     local rounds = 0
     while true do
         local ok, err, detail = self:campaign(timeout)
         if not ok then
             return nil, err, detail
         end
+        self._in_run = true       -- a loss while fn runs is run()'s to rejoin
         local res = pack(util.run_held(resign_after, self, fn, self))
         local lost = self._run_lost
         if lost and not rejoin then
@@ -324,7 +584,8 @@ function _M:participants()
 end
 
 
---- fn() runs when campaign() wins, before it returns.
+--- fn() runs when campaign() wins, before it returns, and when a rejoin
+--- wins (see the header: after a leadership lost unasked).
 function _M:on_elected(fn)
     check_self(self, "on_elected")
     return util.add_fn(self._elected_fns, fn, "on_elected")

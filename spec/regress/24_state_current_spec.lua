@@ -40,7 +40,7 @@ describe("state answers take what already reached the process #zk", function()
     end)
 
     it("election:is_leader() is false after its node was deleted", function()
-        local e = c:election("/e", { id = "me" })
+        local e = c:election("/e", { id = "me", rejoin = false })  -- the loss itself
         local told = {}
         e:on_revoked(function(reason) told[#told + 1] = reason end)
         assert.is_true(e:campaign(5))

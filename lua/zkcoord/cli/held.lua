@@ -82,7 +82,7 @@ local function start(g, verb, o, path)
             h.done = true
         end)
     else
-        h.e = c:election(path, { id = o.id or default_id() })
+        h.e = c:election(path, { id = o.id or default_id(), rejoin = false })  -- a loss ends the command
         h.e:on_revoked(function(reason)
             if reason ~= "resigned" then h.lost = h.lost or reason end
         end)
