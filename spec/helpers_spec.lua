@@ -216,6 +216,8 @@ describe("test helpers #zk", function()
         it("pauses and resumes", function()
             assert.truthy(zk:pause())
             finally(function() zk:resume() end)   -- the server is shared: never left stopped
+            -- pause() returns once the stop took: no JVM thread answers after it
+            assert.is_true(proc.stopped(zk.pid))
             local r, err = proc.tcp_probe("127.0.0.1", zk.port, "ruok", 0.5)
             assert.is_nil(r)
             assert.equal("timeout", err)
