@@ -256,8 +256,9 @@ end
 
 function Nginx:log_tail(n)
     local first = self:first_error()
-    return (first and "first error: " .. first .. "\n" or "") .. "stderr:\n" .. tail(self:stderr(), n or 10) .. "\nerror.log:\n"
-        .. tail(self:error_log(), n or 20)
+    return (first and "first error: " .. first .. "\n" or "")
+        .. "stderr:\n" .. tail(self:stderr(), n or 10)
+        .. "\nerror.log:\n" .. tail(self:error_log(), n or 20)
 end
 
 
