@@ -62,6 +62,11 @@ if not pcall(ffi.typeof, "struct zkh_timespec") then
     uint16_t zkh_ntohs(uint16_t) __asm__("ntohs");
     int zkh_open(const char *, int, ...) __asm__("open");
     int zkh_flock(int, int) __asm__("flock");
+    struct zkh_mallinfo2 {
+        size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
+            uordblks, fordblks, keepcost;
+    };
+    struct zkh_mallinfo2 zkh_mallinfo2(void) __asm__("mallinfo2");
     ]]
 end
 
@@ -403,6 +408,15 @@ function _M.rss_kb()
     local text = f and f:read("*a") or ""
     if f then f:close() end
     return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
+end
+
+
+-- Bytes malloc() has handed out and not had back, in KiB, over every
+-- arena (glibc's mallinfo2: the C core's and libzookeeper's memory; the
+-- LuaJIT heap has its own allocator). Unlike RSS it does not move with
+-- page faults, arena trimming or the JIT under load.
+function _M.malloc_kb()
+    return tonumber(C.zkh_mallinfo2().uordblks) / 1024
 end
 
 
