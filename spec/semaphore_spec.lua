@@ -244,6 +244,7 @@ describe("semaphore #zk", function()
         end)
         assert.is_true(third:run(10))
         assert.truthy(got[1], tostring(got[2]))
+        -- measured at load 2: 0.30-0.33 s
         assert.is_true(waited < 1.5, ("waited %.2f s with a slot free"):format(waited))
         give(ha)
         give(got[1])

@@ -32,6 +32,7 @@ describe("sessions #zk", function()
         assert.is_nil(c)
         assert.equal("timeout", err)
         assert.matches("no ZooKeeper server answered", detail)
+        -- measured at load 2: 1.00-1.01 s
         assert.is_true(took < 3, "took " .. took)
     end)
 
@@ -58,6 +59,7 @@ describe("sessions #zk", function()
         local ok, err = c:send("get", "/e"):wait(0.5)
         assert.is_nil(ok)
         assert.truthy(err == "timeout" or err == "connectionloss" or err == "operationtimeout", err)
+        -- measured at load 2: 0.50 s
         assert.is_true(proc.now() - t0 < 2)
         proxy:pass()
         assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
@@ -159,6 +161,7 @@ describe("sessions #zk", function()
         local t0 = proc.now()
         assert.truthy(zk.wait_until(function() return c:state() == "lost" end, 8, c))
         local took = proc.now() - t0
+        -- measured at load 2: 3.29-3.34 s, about the same every run (the client's timers)
         assert.is_true(took < 5, "took " .. took)
         proxy:pass()
         assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
@@ -187,6 +190,7 @@ describe("sessions #zk", function()
         assert.truthy(at.suspended and at.lost)
         -- The default would wait the whole session timeout (6 s) here.
         local gap = at.lost - at.suspended
+        -- measured at load 2: gap 0.50-0.67 s; lost 4.50-4.68 s after the cut
         assert.is_true(gap >= 0.4 and gap < 2, ("suspended -> lost took %.2f s"):format(gap))
         assert.is_true(at.lost - t0 < 6, ("lost %.2f s after the cut: not before the server's "
                                          .. "expiry"):format(at.lost - t0))
