@@ -79,7 +79,7 @@ local S = {
     SHUT_WR = 1,
     POLLIN = 0x1, POLLOUT = 0x4, POLLERR = 0x8, POLLHUP = 0x10,
     POLLNVAL = 0x20,
-    EPERM = 1, ESRCH = 3, EINTR = 4, EAGAIN = 11, ECHILD = 10,
+    EPERM = 1, EACCES = 13, ESRCH = 3, EINTR = 4, EAGAIN = 11, ECHILD = 10,
     EINPROGRESS = 115,
     CLOCK_MONOTONIC = 1, WNOHANG = 1,
     AT_FDCWD = -100, STATX_BASIC = 0x7ff,
@@ -555,7 +555,11 @@ local function claim(port)
     local fd = C.zkh_open(PORT_DIR .. "/" .. port,
         bit.bor(S.O_RDONLY, S.O_CREAT, S.O_CLOEXEC), ffi.new("int", 420))
     if fd < 0 then
-        return nil, "open " .. PORT_DIR .. "/" .. port .. ": " .. errstr()
+        local e = ffi.errno()
+        if e == S.EACCES then
+            return false    -- another user's file, unreadable under its umask
+        end
+        return nil, "open " .. PORT_DIR .. "/" .. port .. ": " .. errstr(e)
     end
     if C.zkh_flock(fd, bit.bor(S.LOCK_EX, S.LOCK_NB)) ~= 0 then
         C.zkh_close(fd)
