@@ -5,6 +5,11 @@ package.cpath = "lua/?.so;" .. package.cpath
 
 local zkserver = require "helpers.zkserver"
 
+-- Our headings and the examples (child processes) share stdout: line
+-- buffering writes each heading before the example that follows it, also
+-- when stdout is a pipe or a file (block-buffered by default).
+io.stdout:setvbuf("line")
+
 local srv, err = zkserver.start {}
 if not srv then
     io.stderr:write("could not start ZooKeeper: ", tostring(err), "\n")

@@ -4,66 +4,150 @@
 # every busted spec against real ZooKeeper servers with each build, and
 # packs and installs the rock as a non-root user and runs its smoke test on
 # Lua 5.1, 5.2, 5.3, 5.4 and LuaJIT. Ends with "N passed, N failed".
+#
+# Each spec file runs in its own busted process (its own ZooKeeper servers,
+# on ports spec/helpers reserves across processes), ZKCOORD_TEST_JOBS at a
+# time (default: 2 per core; the specs mostly wait on ZooKeeper), beside the
+# rock smoke. Per-file logs stay in a temp dir; a failed file's log is
+# printed in full at the end.
+#
+#   bash scripts/test.sh [--quick] [spec/x_spec.lua ...] [busted options]
+#   --quick: the normal build's specs only (the developer's loop).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh || exit 1
+
+quick=0
+files=(); bargs=()
+for a in "$@"; do
+  case $a in
+    --quick) quick=1 ;;
+    *_spec.lua) files+=("$a") ;;
+    *) bargs+=("$a") ;;
+  esac
+done
+# The longest files first so that they do not start last; every other
+# spec/*_spec.lua follows, so new files are picked up.
+if [ ${#files[@]} -eq 0 ]; then
+  first=(spec/ngx_spec.lua spec/chaos_spec.lua spec/soak_spec.lua
+         spec/valgrind_soak_spec.lua spec/fuzz_spec.lua spec/bench_spec.lua
+         spec/session_spec.lua spec/cli_spec.lua spec/work_queue_spec.lua
+         spec/line_spec.lua)
+  for f in "${first[@]}"; do [ -f "$f" ] && files+=("$f"); done
+  for f in spec/*_spec.lua; do
+    case " ${first[*]} " in *" $f "*) ;; *) files+=("$f") ;; esac
+  done
+fi
+jobs=${ZKCOORD_TEST_JOBS:-$(( $(nproc) * 2 ))}
+
+t_start=$SECONDS
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ "$quick" = 0 ]; then
+  bash scripts/install-deps.sh || exit 1
+fi
 bash scripts/build.sh || exit 1
-bash scripts/build.sh --sanitize || exit 1
+if [ "$quick" = 0 ]; then
+  bash scripts/build.sh --sanitize || exit 1
+fi
 
 passed=0; failed=0
-log=$(mktemp /tmp/zkcoord-test.XXXXXX)
+logdir=$(mktemp -d /tmp/zkcoord-test.XXXXXX)
+bad=()   # logs to print in full at the end
 
-count() {  # adds busted's summary line in $log to the totals
-  local line s f e
-  line=$(grep -E '^[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors? / [0-9]+ pending' "$log" | tail -n 1)
-  if [ -z "$line" ]; then
-    echo "!! $1: no busted summary (crash?)"; failed=$((failed + 1)); return
+if [ "$quick" = 0 ]; then
+  echo "== luacheck"
+  if luacheck -q lua/ spec/ examples/ bench/ tools/ scripts/ bin/zkcoord >"$logdir/luacheck.log" 2>&1; then
+    passed=$((passed + 1)); echo "luacheck: clean"
+  else
+    cat "$logdir/luacheck.log"; failed=$((failed + 1))
   fi
-  s=$(echo "$line" | sed -E 's/^([0-9]+) success.*/\1/')
-  f=$(echo "$line" | sed -E 's/.* ([0-9]+) failures? .*/\1/')
-  e=$(echo "$line" | sed -E 's/.* ([0-9]+) errors? .*/\1/')
-  passed=$((passed + s)); failed=$((failed + f + e))
-  echo "== $1: $line"
-}
 
-echo "== luacheck"
-if luacheck -q lua/ spec/ examples/ bench/ tools/ scripts/ bin/zkcoord >"$log" 2>&1; then
-  passed=$((passed + 1)); echo "luacheck: clean"
-else
-  cat "$log"; failed=$((failed + 1))
+  echo "== API reference (scripts/apidoc.sh --check)"
+  if bash scripts/apidoc.sh --check >"$logdir/apidoc.log" 2>&1; then
+    passed=$((passed + 1)); cat "$logdir/apidoc.log"
+  else
+    cat "$logdir/apidoc.log"; failed=$((failed + 1))
+  fi
 fi
 
-echo "== API reference (scripts/apidoc.sh --check)"
-if bash scripts/apidoc.sh --check >"$log" 2>&1; then
-  passed=$((passed + 1)); cat "$log"
-else
-  cat "$log"; failed=$((failed + 1))
-fi
-
-echo "== busted (normal build)"
-busted -o utfTerminal "$@" 2>&1 | tee "$log"
-count "normal build"
-
-echo "== busted (ASan+UBSan build)"
 asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
-LD_PRELOAD="$asan $ubsan" \
-ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
-UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-ZKCOORD_CPATH="build-asan/lib/?.so" \
-  busted -o utfTerminal --exclude-tags=slow,nosan "$@" 2>&1 | tee "$log"
-count "sanitizer build"
+run_normal() { busted -o utfTerminal "${bargs[@]}" "$1"; }
+run_sanitized() {
+  LD_PRELOAD="$asan $ubsan" \
+  ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ZKCOORD_CPATH="build-asan/lib/?.so" \
+    busted -o utfTerminal --exclude-tags=slow,nosan "${bargs[@]}" "$1"
+}
+run_rock() { bash scripts/rock-smoke.sh; }
 
-echo "== rock: non-root pack, install and smoke on every Lua VM"
-bash scripts/rock-smoke.sh 2>&1 | tee "$log"
-line=$(grep -E '^rock smoke: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-if [ -z "$line" ]; then
-  echo "!! rock smoke: no summary"; failed=$((failed + 1))
-else
-  passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
-  failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
+# Job list: "kind file"; the rock smoke (one long job) starts first.
+queue=()
+if [ "$quick" = 0 ]; then queue+=("rock -"); fi
+for f in "${files[@]}"; do queue+=("normal $f"); done
+if [ "$quick" = 0 ]; then
+  for f in "${files[@]}"; do queue+=("sanitized $f"); done
 fi
 
-rm -f "$log"
+logname() { echo "$logdir/$1-$(basename "$2" .lua).log"; }
+
+echo "== ${#queue[@]} jobs, $jobs at a time (logs in $logdir)"
+running=0
+for job in "${queue[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n; running=$((running - 1))
+  fi
+  set -- $job
+  (
+    t0=$SECONDS
+    "run_$1" "$2" >"$(logname "$1" "$2")" 2>&1
+    rc=$?
+    echo "$rc $((SECONDS - t0))" >"$(logname "$1" "$2").rc"
+    printf '%-9s %-34s exit %d, %d s\n' "$1" "$2" "$rc" "$((SECONDS - t0))"
+  ) &
+  running=$((running + 1))
+done
+wait
+
+# Totals in a fixed order: busted's summary line per file; a file without
+# one (a crash) or with a bad exit status despite a clean summary counts as
+# one failure at least.
+summary_re='^[0-9]+ success(es)? / [0-9]+ failures? / [0-9]+ errors? / [0-9]+ pending'
+for job in "${queue[@]}"; do
+  set -- $job
+  log=$(logname "$1" "$2")
+  read -r rc _ <"$log.rc" 2>/dev/null || rc=255
+  if [ "$1" = rock ]; then
+    line=$(grep -E '^rock smoke: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+      echo "!! rock smoke: no summary"; failed=$((failed + 1)); bad+=("$log"); continue
+    fi
+    p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
+    f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')
+    echo "== rock: $line"
+  else
+    line=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "$summary_re" | tail -n 1)
+    if [ -z "$line" ]; then
+      echo "!! $1 $2: no busted summary (crash?), exit $rc"
+      failed=$((failed + 1)); bad+=("$log"); continue
+    fi
+    p=$(echo "$line" | sed -E 's/^([0-9]+) success.*/\1/')
+    f=$(( $(echo "$line" | sed -E 's/.* ([0-9]+) failures? .*/\1/')
+        + $(echo "$line" | sed -E 's/.* ([0-9]+) errors? .*/\1/') ))
+    echo "== $1 $2: $line"
+  fi
+  if [ "$f" -eq 0 ] && [ "$rc" -ne 0 ]; then
+    echo "!! $1 $2: exit $rc despite no failure in its summary"; f=1
+  fi
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ "$f" -gt 0 ]; then bad+=("$log"); fi
+done
+
+for log in "${bad[@]}"; do
+  echo
+  echo "======== $log"
+  cat "$log"
+done
+echo "== $((SECONDS - t_start)) s; load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; logs in $logdir"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

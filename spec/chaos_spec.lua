@@ -176,6 +176,7 @@ describe("acquire deadline across a connection loss #zk", function()
         assert.equal("timeout", err)
         -- The retry policy alone would wait for a reconnect up to the request
         -- timeout (10 s here), five times.
+        -- measured at load 2: 1.51-1.62 s (0.12 s over 1.5; 0.8 s allowed)
         assert.is_true(elapsed < 2.3, ("acquire(1.5) returned after %.2f s"):format(elapsed))
         assert(proxy:pass())
         -- Its node goes once connected again (a guaranteed delete).

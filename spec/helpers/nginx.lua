@@ -21,7 +21,9 @@
 -- runs in the foreground (daemon off) under a watchdog shell: if the
 -- process that started it dies (an aborted busted run), the watchdog stops
 -- nginx (TERM, then KILL of master and workers) and removes the prefix, so
--- no nginx outlives its test run. Workers run as nobody when we are root.
+-- no nginx outlives its test run. Workers run as the invoking user (as
+-- root, nginx would switch them to nobody, who cannot read a checkout
+-- under a private directory such as a `mktemp -d` one).
 --
 -- The template is the content of the http block. The helper adds the
 -- load_module lines, pid, error_log, `env` lines (ZK_HOSTS and opts.env),
@@ -73,6 +75,8 @@ if not pcall(ffi.typeof, "struct zkh_ngx_dirent") then
         char d_name[256];
     };
     unsigned int zkh_ngx_getuid(void) __asm__("getuid");
+    struct zkh_ngx_passwd { char *pw_name; };   /* first field only: read, never allocated */
+    struct zkh_ngx_passwd *zkh_ngx_getpwuid(unsigned int) __asm__("getpwuid");
     void *zkh_ngx_opendir(const char *) __asm__("opendir");
     struct zkh_ngx_dirent *zkh_ngx_readdir(void *) __asm__("readdir");
     int zkh_ngx_closedir(void *) __asm__("closedir");
@@ -180,7 +184,9 @@ local function build_config(self, opts)
     end
     local user = opts.user
     if user == nil and getuid() == 0 then
-        user = "nobody nogroup"
+        -- Root's workers would default to nobody; keep them ours.
+        local pw = ffi.C.zkh_ngx_getpwuid(getuid())
+        user = pw ~= nil and ffi.string(pw.pw_name) or "root"
     end
     local function add(l)
         if l then main[#main + 1] = l end
@@ -235,9 +241,24 @@ function Nginx:stderr()
 end
 
 
+-- The first [error]/[crit]/[alert]/[emerg] line of error.log: a failing
+-- init_worker is followed by many "loop or previous error loading module"
+-- lines that hide it.
+function Nginx:first_error()
+    for l in self:error_log():gmatch("[^\n]+") do
+        if l:find("%[error%]") or l:find("%[crit%]") or l:find("%[alert%]")
+                or l:find("%[emerg%]") then
+            return l
+        end
+    end
+end
+
+
 function Nginx:log_tail(n)
-    return "stderr:\n" .. tail(self:stderr(), n or 10) .. "\nerror.log:\n"
-        .. tail(self:error_log(), n or 20)
+    local first = self:first_error()
+    return (first and "first error: " .. first .. "\n" or "")
+        .. "stderr:\n" .. tail(self:stderr(), n or 10)
+        .. "\nerror.log:\n" .. tail(self:error_log(), n or 20)
 end
 
 
@@ -340,7 +361,7 @@ local function new_instance(opts)
     for _, d in ipairs({ "conf", "logs", "data", "tmp" }) do
         assert(proc.mkdir_p(prefix .. "/" .. d))
     end
-    -- Workers may run as nobody: they must reach data/ and the lua files.
+    -- Workers of an opts.user must reach data/ and the lua files.
     os.execute("chmod 755 " .. proc.shquote(prefix) .. " && chmod 1777 "
                .. proc.shquote(self.data) .. " " .. proc.shquote(prefix .. "/tmp"))
     local ok, cerr = pcall(build_config, self, opts)

@@ -60,6 +60,13 @@ if not pcall(ffi.typeof, "struct zkh_timespec") then
         __asm__("statx");
     uint16_t zkh_htons(uint16_t) __asm__("htons");
     uint16_t zkh_ntohs(uint16_t) __asm__("ntohs");
+    int zkh_open(const char *, int, ...) __asm__("open");
+    int zkh_flock(int, int) __asm__("flock");
+    struct zkh_mallinfo2 {
+        size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks,
+            uordblks, fordblks, keepcost;
+    };
+    struct zkh_mallinfo2 zkh_mallinfo2(void) __asm__("mallinfo2");
     ]]
 end
 
@@ -72,10 +79,12 @@ local S = {
     SHUT_WR = 1,
     POLLIN = 0x1, POLLOUT = 0x4, POLLERR = 0x8, POLLHUP = 0x10,
     POLLNVAL = 0x20,
-    EPERM = 1, ESRCH = 3, EINTR = 4, EAGAIN = 11, ECHILD = 10,
+    EPERM = 1, EACCES = 13, ESRCH = 3, EINTR = 4, EAGAIN = 11, ECHILD = 10,
     EINPROGRESS = 115,
     CLOCK_MONOTONIC = 1, WNOHANG = 1,
     AT_FDCWD = -100, STATX_BASIC = 0x7ff,
+    O_RDONLY = 0, O_CREAT = 0x40, O_CLOEXEC = 0x80000,
+    LOCK_EX = 2, LOCK_NB = 4,
 }
 
 local SIGNALS = {
@@ -273,6 +282,29 @@ function _M.state(pid)
 end
 
 
+-- True when every thread of pid is stopped (SIGSTOP has taken: kill()
+-- returns before each thread of a busy process has stopped).
+function _M.stopped(pid)
+    check_pid(pid, "stopped")
+    local ls = io.popen("ls /proc/" .. pid .. "/task 2>/dev/null")
+    local tids = ls:read("*a")
+    ls:close()
+    local any = false
+    for tid in tids:gmatch("%d+") do
+        local f = io.open("/proc/" .. pid .. "/task/" .. tid .. "/stat", "r")
+        if f then       -- a thread may exit meanwhile
+            local st = (f:read("*l") or ""):match("^.*%) (%a)")
+            f:close()
+            if st ~= "T" and st ~= "t" then
+                return false
+            end
+            any = true
+        end
+    end
+    return any
+end
+
+
 function _M.alive(pid)
     check_pid(pid, "alive")
     -- Reap it if it happens to be our own child (no-op otherwise).
@@ -376,6 +408,15 @@ function _M.rss_kb()
     local text = f and f:read("*a") or ""
     if f then f:close() end
     return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
+end
+
+
+-- Bytes malloc() has handed out and not had back, in KiB, over every
+-- arena (glibc's mallinfo2: the C core's and libzookeeper's memory; the
+-- LuaJIT heap has its own allocator). Unlike RSS it does not move with
+-- page faults, arena trimming or the JIT under load.
+function _M.malloc_kb()
+    return tonumber(C.zkh_mallinfo2().uordblks) / 1024
 end
 
 
@@ -490,13 +531,73 @@ function _M.tcp_listen(host, port, backlog)
 end
 
 
-function _M.free_port()
-    local fd, port = _M.tcp_listen("127.0.0.1", 0)
-    if not fd then
-        return nil, port
+-- Ports for servers. bind(0) would hand a port out of the kernel's
+-- ephemeral range, where another process's bind(0) or outgoing connection
+-- can take it before our server binds it. Instead: a port below that range
+-- (the kernel never picks those by itself), claimed with an flock on
+-- PORT_DIR/<port> held by this process until it exits (the kernel drops
+-- it then, even on a crash), so parallel busted runs never share a port.
+-- Free ports are checked by binding them; the lock files stay.
+local PORT_DIR = "/tmp/zkcoord-ports"
+local PORT_MIN = 10000
+local claimed = {}          -- port -> fd holding its lock
+
+local function port_range()
+    local f = io.open("/proc/sys/net/ipv4/ip_local_port_range", "r")
+    local low = f and tonumber((f:read("*l") or ""):match("^(%d+)"))
+    if f then
+        f:close()
     end
-    C.zkh_close(fd)
-    return port
+    return PORT_MIN, (low or 32768) - 1
+end
+
+local function claim(port)
+    local fd = C.zkh_open(PORT_DIR .. "/" .. port,
+        bit.bor(S.O_RDONLY, S.O_CREAT, S.O_CLOEXEC), ffi.new("int", 420))
+    if fd < 0 then
+        local e = ffi.errno()
+        if e == S.EACCES then
+            return false    -- another user's file, unreadable under its umask
+        end
+        return nil, "open " .. PORT_DIR .. "/" .. port .. ": " .. errstr(e)
+    end
+    if C.zkh_flock(fd, bit.bor(S.LOCK_EX, S.LOCK_NB)) ~= 0 then
+        C.zkh_close(fd)
+        return false
+    end
+    return fd
+end
+
+function _M.free_port()
+    if not _M.file_exists(PORT_DIR) then
+        -- Sticky and world-writable like /tmp: the rock smoke's user shares it.
+        execute_ok("mkdir -p -m 1777 " .. PORT_DIR .. " 2>/dev/null")
+    end
+    local low, high = port_range()
+    if high - low < 1000 then
+        return nil, "free_port: no room below the ephemeral port range"
+    end
+    local n = high - low + 1
+    local start = (_M.getpid() * 7919 + math.floor(_M.now() * 1000)) % n
+    for i = 0, n - 1 do
+        local port = low + (start + i) % n
+        if not claimed[port] then
+            local fd, err = claim(port)
+            if fd == nil then
+                return nil, err
+            end
+            if fd then
+                local sfd = _M.tcp_listen("127.0.0.1", port)
+                if sfd then
+                    C.zkh_close(sfd)
+                    claimed[port] = fd
+                    return port
+                end
+                C.zkh_close(fd)    -- bound by something else: not ours
+            end
+        end
+    end
+    return nil, "free_port: no free port in " .. low .. "-" .. high
 end
 
 

@@ -25,6 +25,7 @@ local DEFAULT_TICK = 500          -- min session timeout = 2 * tickTime = 1 s
 local READY_TIMEOUT = 30
 local ENSEMBLE_TIMEOUT = 60
 local STOP_GRACE = 10
+local PAUSE_TIMEOUT = 10
 
 
 local file_exists = proc.file_exists
@@ -308,11 +309,25 @@ function Server:kill()
 end
 
 
-function Server:pause()
+-- SIGSTOP, and returns once every JVM thread is stopped: kill() returns
+-- before that, and a busy JVM may still answer a request meanwhile.
+function Server:pause(timeout)
     if not self:running() then
         return nil, "not running"
     end
-    return proc.kill(self.pid, "STOP")
+    local ok, err = proc.kill(self.pid, "STOP")
+    if not ok then
+        return nil, err
+    end
+    local deadline = proc.now() + (timeout or PAUSE_TIMEOUT)
+    while not proc.stopped(self.pid) do
+        if proc.now() >= deadline then
+            return nil, "zookeeper pid " .. self.pid .. " not stopped after "
+                .. (timeout or PAUSE_TIMEOUT) .. " s"
+        end
+        proc.sleep(0.005)
+    end
+    return true
 end
 
 
@@ -345,8 +360,9 @@ end
 function _M.start(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start: opts must be a table")
-    -- free_port() can race with other processes: retry on a clash when the
-    -- port was ours to pick.
+    -- free_port() reserves its port across our processes, but something
+    -- else may still bind it meanwhile: retry on a clash when the port was
+    -- ours to pick.
     local attempts = opts.port and 1 or 3
     for attempt = 1, attempts do
         local dir, err = proc.mktemp_dir("zkcoord-zk-")
@@ -481,7 +497,8 @@ function _M.start_ensemble(opts)
     local e = setmetatable({ dir = root, servers = {} }, Ensemble)
     live[e] = true
 
-    -- Hold all ports at once so that free_port() cannot hand out one twice.
+    -- free_port() never hands out one port twice in a process; the check
+    -- below is kept as a cheap guard.
     local ports, taken, server_lines, hosts = {}, {}, {}, {}
     for i = 1, size do
         local p = {}
