@@ -282,13 +282,14 @@ end
 
 
 -- Acquired in access_by_lua, released in log_by_lua, on the worker's one
--- lock object for that name.
+-- lock object for that name (&cohort=1: with `cohort = true`).
 local phase_locks = {}
 
 function _M.phase_acquire()
     local c = assert(zn.client())
     local name = ngx.var.arg_name
-    phase_locks[name] = phase_locks[name] or c:lock(ROOT .. "/" .. name)
+    phase_locks[name] = phase_locks[name] or c:lock(ROOT .. "/" .. name,
+                                                    { cohort = ngx.var.arg_cohort == "1" })
     local ok, err = phase_locks[name]:acquire(10)
     ngx.ctx.acquired = ok and "true" or tostring(err)
 end
@@ -296,7 +297,8 @@ end
 
 function _M.phase_release()
     local ok, err = phase_locks[ngx.var.arg_name]:release()
-    ngx.log(ngx.NOTICE, "phase release: ", tostring(ok), " ", tostring(err))
+    ngx.log(ngx.NOTICE, ngx.var.arg_cohort == "1" and "phase release (cohort): " or "phase release: ",
+            tostring(ok), " ", tostring(err))
 end
 
 
@@ -365,6 +367,21 @@ function _M.busy_holder()
 end
 
 
+-- A holder of cohort lock `lock` enters the store: counts an overlap when
+-- someone is inside already, a stale grant when its token is not above
+-- the last one seen, a local handoff when n > 0.
+local function fenced_enter(d, name, lock)
+    if d:incr(name .. ":inside", 1, 0) ~= 1 then d:incr(name .. ":overlaps", 1, 0) end
+    local z, n = lock:token()
+    local token = require("zkcoord.cohort").number(z, n)
+    local last = d:get(name .. ":token")
+    if last and token <= last then d:incr(name .. ":stale", 1, 0) end
+    d:set(name .. ":token", token)
+    d:incr(name .. ":grants", 1, 0)
+    if n > 0 then d:incr(name .. ":local", 1, 0) end
+end
+
+
 -- /clock?name=c&hold=0.002&timeout=30: a cohort lock (one object per
 -- request). The critical section checks a store both workers share (the
 -- shared dict "fence"): nobody else inside, and the grant's token (czxid,
@@ -388,14 +405,7 @@ function _M.clock()
         ngx.say("acquire: ", err)
         return
     end
-    if d:incr(name .. ":inside", 1, 0) ~= 1 then d:incr(name .. ":overlaps", 1, 0) end
-    local z, n = lock:token()
-    local token = require("zkcoord.cohort").number(z, n)
-    local last = d:get(name .. ":token")
-    if last and token <= last then d:incr(name .. ":stale", 1, 0) end
-    d:set(name .. ":token", token)
-    d:incr(name .. ":grants", 1, 0)
-    if n > 0 then d:incr(name .. ":local", 1, 0) end
+    fenced_enter(d, name, lock)
     local hold = tonumber(args.hold) or 0.002
     if hold > 0 then ngx.sleep(hold) end
     d:incr(name .. ":inside", -1)
@@ -417,16 +427,34 @@ function _M.clock_exit()
         ngx.say("acquire: ", err)
         ngx.exit(500)
     end
-    if d:incr(name .. ":inside", 1, 0) ~= 1 then d:incr(name .. ":overlaps", 1, 0) end
-    local z, n = lock:token()
-    local token = require("zkcoord.cohort").number(z, n)
-    local last = d:get(name .. ":token")
-    if last and token <= last then d:incr(name .. ":stale", 1, 0) end
-    d:set(name .. ":token", token)
-    d:incr(name .. ":grants", 1, 0)
+    fenced_enter(d, name, lock)
     d:incr(name .. ":inside", -1)
     ngx.say("ok")
     ngx.exit(200)
+end
+
+
+-- /clost?name=c&hold=0.5: a cohort lock with on_lost, held `hold` s;
+-- says what release() answered.
+function _M.clost()
+    local name = ngx.var.arg_name
+    local d = ngx.shared.fence
+    local lock = assert(zn.client()):lock(ROOT .. "/" .. name, { cohort = true })
+    lock:on_lost(function(reason)
+        d:incr(name .. ":lost", 1, 0)
+        d:set(name .. ":reason", reason)
+    end)
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    d:incr(name .. ":grants", 1, 0)
+    ngx.sleep(tonumber(ngx.var.arg_hold) or 0.5)
+    local rok, rerr = lock:release()
+    ngx.say(tostring(rok), " ", tostring(rerr))
 end
 
 
@@ -434,29 +462,11 @@ end
 function _M.fence()
     local d, name = ngx.shared.fence, ngx.var.arg_name
     local out = {}
-    for _, k in ipairs({ "queued", "grants", "local", "inside", "overlaps", "stale", "aborted" }) do
+    for _, k in ipairs({ "queued", "grants", "local", "inside", "overlaps", "stale", "aborted",
+                         "lost" }) do
         out[#out + 1] = k .. "=" .. (d:get(name .. ":" .. k) or 0)
     end
     ngx.say(table.concat(out, " "))
-end
-
-
--- A cohort lock acquired in access_by_lua, released in log_by_lua.
-local cohort_phase_locks = {}
-
-function _M.cphase_acquire()
-    local name = ngx.var.arg_name
-    local l = cohort_phase_locks[name] or assert(zn.client()):lock(ROOT .. "/" .. name,
-                                                                   { cohort = true })
-    cohort_phase_locks[name] = l
-    local ok, err = l:acquire(10)
-    ngx.ctx.acquired = ok and "true" or tostring(err)
-end
-
-
-function _M.cphase_release()
-    local ok, err = cohort_phase_locks[ngx.var.arg_name]:release()
-    ngx.log(ngx.NOTICE, "cohort phase release: ", tostring(ok), " ", tostring(err))
 end
 
 
@@ -518,12 +528,8 @@ local HTTP = [[
             content_by_lua_block { require("app").clock() }
         }
         location = /clock_exit { content_by_lua_block { require("app").clock_exit() } }
+        location = /clost { content_by_lua_block { require("app").clost() } }
         location = /fence { content_by_lua_block { require("app").fence() } }
-        location = /cphases {
-            access_by_lua_block { require("app").cphase_acquire() }
-            content_by_lua_block { ngx.say(ngx.ctx.acquired) }
-            log_by_lua_block { require("app").cphase_release() }
-        }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
         location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
     }
@@ -1295,7 +1301,8 @@ describe("ngx #zk #ngx", function()
         end, 5), "a cohort node is left")
         print(("\n[ngx] cohort: 200 requests (2 ms hold) in 2 workers: %.2f s, %d of 200 grants"
                .. " handed over locally"):format(took, f["local"]))
-        assert.is_falsy(A:error_log():find("the request ended holding", 1, true), A:log_tail())
+        assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/c200", 1, true),
+                        A:log_tail())
         no_crash(A)
     end)
 
@@ -1361,19 +1368,45 @@ describe("ngx #zk #ngx", function()
 
     it("cohort: acquired in access_by_lua, released in log_by_lua, handed on between them", function()
         local paths = {}
-        for i = 1, 10 do paths[i] = "/cphases?name=cph&i=" .. i end
+        for i = 1, 10 do paths[i] = "/phases?name=cph&cohort=1&i=" .. i end
         for _, r in ipairs(A:fire(paths):collect(30)) do
             assert.are.equal(200, r.status, tostring(r.err))
             assert.are.equal("true\n", r.body)
         end
         assert.truthy(zk.wait_until(function()
-            local _, n = A:error_log():gsub("cohort phase release: true nil", "")
+            local _, n = A:error_log():gsub("phase release %(cohort%): true nil", "")
             return n == 10
         end, 5), A:log_tail())
         assert.truthy(zk.wait_until(function()
             return lock_children(admin, root .. "/cph") == 0
         end, 5), "lock node left")
         assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/cph", 1, true))
+    end)
+
+    it("cohort: a node deleted under its holder: on_lost, release says lost, waiters rejoin", function()
+        local paths = {}
+        for i = 1, 6 do paths[i] = "/clost?name=clo&hold=0.5&i=" .. i end
+        local batch = A:fire(paths)
+        assert.truthy(zk.wait_until(function()
+            local f = fence("clo")
+            return f.queued == 6 and f.grants == 1
+        end, 10), A:log_tail())
+        local kids = assert(admin:children(root .. "/clo"))
+        table.sort(kids, function(a, b) return a:match("(%d+)$") < b:match("(%d+)$") end)
+        assert(admin:delete(root .. "/clo/" .. kids[1]))     -- the holding cohort's node
+        local bodies = {}
+        for _, r in ipairs(batch:collect(30)) do
+            assert.are.equal(200, r.status, tostring(r.body or r.err))
+            bodies[r.body] = (bodies[r.body] or 0) + 1
+        end
+        assert.are.equal(1, bodies["nil lost\n"], summary(bodies))
+        assert.are.equal(5, bodies["true nil\n"], summary(bodies))
+        local f = fence("clo")
+        assert.are.equal(1, f.lost)
+        assert.are.equal(6, f.grants)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/clo") == 0
+        end, 5), "a node is left")
     end)
 
     it("zkcoord's own log lines go to the error log at their level", function()

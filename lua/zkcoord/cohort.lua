@@ -42,10 +42,11 @@
 -- nginx (owners are requests): the node is the cohort's, not the request's
 -- that made it (untied from it once through). Each owner that waits or
 -- holds ties a "tie" to its request instead (waiter:track): when the
--- request ends, or its coroutine is killed while it waits, the ticker
--- calls the tie's leave(): a holder's hold is released (to the next local
--- waiter, or the node goes; logged as for a node), a waiter leaves the
--- local queue, a leader that was joining the line passes the lead on.
+-- request ends (or aborts), the ticker calls the tie's leave(): a holder's
+-- hold is released (to the next local waiter, or the node goes; logged as
+-- for a node), a waiter leaves the local queue, a leader that was joining
+-- the line passes the lead on. A light thread killed while it waits here
+-- leaves when its request ends.
 local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
@@ -606,6 +607,11 @@ function tie(client, path, h)
                            tie_mt)
     t.q = t
     w:track(t, t.key)
+    -- Only the end of the request lets go, not the ticker's rule for a
+    -- killed coroutine (matched by coroutine): that rule dropped ties of
+    -- requests still waiting here (spec/ngx_spec.lua, "a node deleted
+    -- under its holder": a waiter skipped, its acquire timed out).
+    t.co = nil
     if t.scope then
         h.tie = t
     end
