@@ -458,6 +458,32 @@ function _M.clost()
 end
 
 
+-- /crlock?name=r&hold=0.002: a read lock of an rwlock with cohort = true;
+-- counts readers queued, granted and inside at once (the peak).
+function _M.crlock()
+    local name = ngx.var.arg_name
+    local d = ngx.shared.fence
+    if ngx.var.arg_abortable then
+        ngx.on_abort(function()
+            d:incr(name .. ":aborted", 1, 0)
+            ngx.exit(499)
+        end)
+    end
+    local r = assert(zn.client()):rwlock(ROOT .. "/" .. name, { cohort = true }):read_lock()
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = r:acquire(tonumber(ngx.var.arg_timeout) or 30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    d:incr(name .. ":grants", 1, 0)
+    ngx.sleep(tonumber(ngx.var.arg_hold) or 0.002)
+    r:release()
+    ngx.say("ok ", ngx.worker.pid())
+end
+
+
 -- /fence?name=c: the counters of /clock for that name.
 function _M.fence()
     local d, name = ngx.shared.fence, ngx.var.arg_name
@@ -529,6 +555,11 @@ local HTTP = [[
         }
         location = /clock_exit { content_by_lua_block { require("app").clock_exit() } }
         location = /clost { content_by_lua_block { require("app").clost() } }
+        location = /crlock { content_by_lua_block { require("app").crlock() } }
+        location = /crlock_abortable {
+            lua_check_client_abort on;
+            content_by_lua_block { require("app").crlock() }
+        }
         location = /fence { content_by_lua_block { require("app").fence() } }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
         location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
@@ -1407,6 +1438,41 @@ describe("ngx #zk #ngx", function()
         assert.truthy(zk.wait_until(function()
             return lock_children(admin, root .. "/clo") == 0
         end, 5), "a node is left")
+    end)
+
+    it("cohort: rwlock readers aborted while waiting (their leaders too) leave nothing behind", function()
+        local writer_client = zk.client { session_timeout = 10 }
+        local writer = writer_client:rwlock(root .. "/crw"):write_lock()
+        assert(writer:acquire(5))
+        local gone, stay = {}, {}
+        for i = 1, 20 do
+            gone[i] = "/crlock_abortable?name=crw&hold=0&abortable=1&i=" .. i
+            stay[i] = "/crlock?name=crw&hold=0.002&i=" .. i
+        end
+        local b1 = A:fire(gone)
+        assert.truthy(zk.wait_until(function() return fence("crw").queued == 20 end, 10))
+        local b2 = A:fire(stay)
+        assert.truthy(zk.wait_until(function() return fence("crw").queued == 40 end, 10))
+        assert.is_true(lock_children(admin, root .. "/crw") <= 3, "more than one read node per worker")
+        b1:abort()
+        assert.truthy(zk.wait_until(function() return fence("crw").aborted == 20 end, 10))
+        assert(writer:release())
+        local counts = count_status(b2:collect(30))
+        assert.are.equal(20, counts["200"], summary(counts) .. "\n" .. A:log_tail())
+        assert.are.equal(20, fence("crw").grants, "an aborted reader was granted")
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/crw") == 0
+        end, 5), "a node is left")
+        -- Each worker's readers' cohort is idle: a try-once reader gets in.
+        local pids, n = {}, 0
+        for i = 1, 20 do
+            local status, body = A:get("/crlock?name=crw&hold=0&timeout=0&i=" .. i)
+            assert.are.equal(200, status, body)
+            if not pids[body] then pids[body], n = true, n + 1 end
+        end
+        assert.are.equal(2, n, "all 20 went to one worker")
+        writer_client:close()
+        no_crash(A)
     end)
 
     it("zkcoord's own log lines go to the error log at their level", function()
