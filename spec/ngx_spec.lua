@@ -1303,14 +1303,52 @@ describe("ngx #zk #ngx", function()
     -- Every worker's cohort for `name` is idle: a try-once gets in at once
     -- (a waiting or holding ghost would answer "timeout"), one request
     -- after the other, on new connections (both workers take some).
-    local function cohort_idle(name)
+    local function cohort_idle(name, handler)
         local pids, n = {}, 0
         for i = 1, 20 do
-            local status, body = A:get(("/clock?name=%s&hold=0&timeout=0&i=%d"):format(name, i))
+            local status, body = A:get(("/%s?name=%s&hold=0&timeout=0&i=%d")
+                                       :format(handler or "clock", name, i))
             assert.are.equal(200, status, body)
             if not pids[body] then pids[body], n = true, n + 1 end
         end
         assert.are.equal(2, n, "all 20 went to one worker")
+    end
+
+    -- 20 requests to /<handler>_abortable queue behind `holder` (held),
+    -- each worker's leader among them, then 20 to /<handler>; the first 20
+    -- are aborted by their clients, the holder releases: the 20 others are
+    -- served, no aborted one was granted, no node is left, and each
+    -- worker's cohort is idle. Returns the counters of `name`.
+    local function aborted_waiters(handler, name, holder, hold)
+        local gone, stay = {}, {}
+        for i = 1, 20 do
+            gone[i] = ("/%s_abortable?name=%s&hold=0&abortable=1&i=%d"):format(handler, name, i)
+            stay[i] = ("/%s?name=%s&hold=%s&i=%d"):format(handler, name, hold, i)
+        end
+        local b1 = A:fire(gone)
+        assert.truthy(zk.wait_until(function() return fence(name).queued == 20 end, 10))
+        local b2 = A:fire(stay)
+        assert.truthy(zk.wait_until(function() return fence(name).queued == 40 end, 10))
+        -- One node per worker's cohort, behind the holder's.
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/" .. name) >= 2
+        end, 10))
+        assert.is_true(lock_children(admin, root .. "/" .. name) <= 3, "more than one node per worker")
+        b1:abort()
+        assert.truthy(zk.wait_until(function() return fence(name).aborted == 20 end, 10),
+                      "the aborts did not reach the requests")
+        assert(holder:release())
+        local counts = count_status(b2:collect(30))
+        assert.are.equal(20, counts["200"], summary(counts) .. "\n" .. A:log_tail())
+        local f = fence(name)
+        assert.are.equal(20, f.grants, "an aborted request was granted")
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/" .. name) == 0
+        end, 5), "a node is left")
+        cohort_idle(name, handler)
+        assert.is_falsy(A:error_log():find("tick:", 1, true), A:log_tail())
+        no_crash(A)
+        return f
     end
 
     it("cohort: 200 requests in two workers on one cohort lock exclude, all served", function()
@@ -1341,38 +1379,10 @@ describe("ngx #zk #ngx", function()
         local holder_client = zk.client { session_timeout = 10 }
         local holder = holder_client:lock(root .. "/cab")
         assert(holder:acquire(5))
-        local gone, stay = {}, {}
-        for i = 1, 20 do
-            gone[i] = "/clock_abortable?name=cab&hold=0&abortable=1&i=" .. i
-            stay[i] = "/clock?name=cab&hold=0.001&i=" .. i
-        end
-        -- The aborted ones queue first: each worker's leader is among them.
-        local b1 = A:fire(gone)
-        assert.truthy(zk.wait_until(function() return fence("cab").queued == 20 end, 10))
-        local b2 = A:fire(stay)
-        assert.truthy(zk.wait_until(function() return fence("cab").queued == 40 end, 10))
-        -- One node per worker's cohort, behind the holder's.
-        assert.truthy(zk.wait_until(function()
-            return lock_children(admin, root .. "/cab") >= 2
-        end, 10))
-        assert.is_true(lock_children(admin, root .. "/cab") <= 3)
-        b1:abort()
-        assert.truthy(zk.wait_until(function() return fence("cab").aborted == 20 end, 10),
-                      "the aborts did not reach the requests")
-        assert(holder:release())
-        local counts = count_status(b2:collect(30))
-        assert.are.equal(20, counts["200"], summary(counts) .. "\n" .. A:log_tail())
-        local f = fence("cab")
-        assert.are.equal(20, f.grants, "an aborted request was granted")
+        local f = aborted_waiters("clock", "cab", holder, 0.001)
         assert.are.equal(0, f.overlaps)
         assert.are.equal(0, f.stale)
-        assert.truthy(zk.wait_until(function()
-            return lock_children(admin, root .. "/cab") == 0
-        end, 5), "a node is left")
-        cohort_idle("cab")
-        assert.is_falsy(A:error_log():find("tick:", 1, true), A:log_tail())
         holder_client:close()
-        no_crash(A)
     end)
 
     it("cohort: a request that ends holding hands the node on, with a warning", function()
@@ -1444,35 +1454,8 @@ describe("ngx #zk #ngx", function()
         local writer_client = zk.client { session_timeout = 10 }
         local writer = writer_client:rwlock(root .. "/crw"):write_lock()
         assert(writer:acquire(5))
-        local gone, stay = {}, {}
-        for i = 1, 20 do
-            gone[i] = "/crlock_abortable?name=crw&hold=0&abortable=1&i=" .. i
-            stay[i] = "/crlock?name=crw&hold=0.002&i=" .. i
-        end
-        local b1 = A:fire(gone)
-        assert.truthy(zk.wait_until(function() return fence("crw").queued == 20 end, 10))
-        local b2 = A:fire(stay)
-        assert.truthy(zk.wait_until(function() return fence("crw").queued == 40 end, 10))
-        assert.is_true(lock_children(admin, root .. "/crw") <= 3, "more than one read node per worker")
-        b1:abort()
-        assert.truthy(zk.wait_until(function() return fence("crw").aborted == 20 end, 10))
-        assert(writer:release())
-        local counts = count_status(b2:collect(30))
-        assert.are.equal(20, counts["200"], summary(counts) .. "\n" .. A:log_tail())
-        assert.are.equal(20, fence("crw").grants, "an aborted reader was granted")
-        assert.truthy(zk.wait_until(function()
-            return lock_children(admin, root .. "/crw") == 0
-        end, 5), "a node is left")
-        -- Each worker's readers' cohort is idle: a try-once reader gets in.
-        local pids, n = {}, 0
-        for i = 1, 20 do
-            local status, body = A:get("/crlock?name=crw&hold=0&timeout=0&i=" .. i)
-            assert.are.equal(200, status, body)
-            if not pids[body] then pids[body], n = true, n + 1 end
-        end
-        assert.are.equal(2, n, "all 20 went to one worker")
+        aborted_waiters("crlock", "crw", writer, 0.002)
         writer_client:close()
-        no_crash(A)
     end)
 
     it("zkcoord's own log lines go to the error log at their level", function()
