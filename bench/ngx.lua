@@ -2,7 +2,7 @@
 -- how one worker holds up with thousands of waiting requests.
 --   luajit bench/ngx.lua [--doc] [--idle SECONDS]
 --   luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]
---                              [--only park,xlock,rlock] [--rss-cap MB]
+--                              [--only park,xlock,xlock_cohort,rlock] [--rss-cap MB]
 -- Starts its own ZooKeeper and two private nginx instances (2 workers
 -- each) with the same handlers: one with the doorbell pump (sock_dir
 -- /tmp), one forced onto the polling fallback (sock_dir /nonexistent).
@@ -17,14 +17,16 @@
 -- its own connection) wait in it, in three shapes: in ngx.sleep (nginx's
 -- own cost of a waiting request, the baseline), on one exclusive lock held
 -- by this process (each granted request releases at once: the release
--- starts N handoffs), and on read locks behind one write lock held by this
--- process (the release admits them all at once). For each: worker RSS and
+-- starts N handoffs; xlock_cohort: the same lock with `cohort = true`, the
+-- worker's requests share one node and hand it on locally), and on read
+-- locks behind one write lock held by this process (the release admits
+-- them all at once). For each: worker RSS and
 -- Lua heap before and while they wait, worker CPU over a fixed window while
 -- they wait, the cost of one tick of the waiter's ticker (the timer that
 -- looks for ended requests), /ping p50/p99 meanwhile, and the time from the
 -- release until every request answered. --doc writes the section between
 -- <!-- ngx-scale:begin --> and <!-- ngx-scale:end -->. --only runs those
--- shapes (park, xlock, rlock); --rss-cap (default 1000 MB) stops the
+-- shapes (park, xlock, xlock_cohort, rlock); --rss-cap (default 1000 MB) stops the
 -- queueing once the worker's RSS passes it.
 package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
@@ -40,8 +42,8 @@ local options = require "helpers.options"
 local function shape_set(text)
     local set = {}
     for v in text:gmatch("[^,]+") do
-        if v ~= "park" and v ~= "xlock" and v ~= "rlock" then
-            return nil, "takes park, xlock, rlock"
+        if v ~= "park" and v ~= "xlock" and v ~= "xlock_cohort" and v ~= "rlock" then
+            return nil, "takes park, xlock, xlock_cohort, rlock"
         end
         set[v] = true
     end
@@ -54,7 +56,7 @@ local opts = options.parse(scale_mode and { unpack(arg, 2) } or arg, {
     name = "ngx.lua",
     usage = "usage: luajit bench/ngx.lua [--doc] [--idle SECONDS]\n"
         .. "       luajit bench/ngx.lua scale [--doc] [--counts 1000,10000] [--window SECONDS]"
-        .. " [--only park,xlock,rlock] [--rss-cap MB]",
+        .. " [--only park,xlock,xlock_cohort,rlock] [--rss-cap MB]",
     status = 64,
     defaults = { doc = false, idle = 10, counts = { 1000, 10000 }, window = 10, rss_cap = 1000 },
     options = scale_mode and {
@@ -241,7 +243,7 @@ function _M.unpark()
 end
 
 function _M.xlock()
-    local lock = assert(zn.client()):lock(ngx.var.arg_node)
+    local lock = assert(zn.client()):lock(ngx.var.arg_node, { cohort = ngx.var.arg_cohort == "1" })
     local ok, err = lock:acquire(TIMEOUT)
     if granted(ok, err) then
         lock:release()
@@ -363,7 +365,9 @@ local function queue_requests(n, admin, wpid, shape, count, r)
         batches[#batches + 1] = n:fire(paths, 60)
         local last_move, last_q = proc.now(), queued
         while true do
-            if shape.node then
+            if shape.cohort then
+                queued = select(3, heap_of(n))   -- one node: count the worker's waits
+            elseif shape.node then
                 local st = admin:exists(shape.node)
                 queued = st and st.num_children - 1 or 0
                 if queued >= want then
@@ -447,7 +451,8 @@ local function scale_point(srv, admin, root, count, shape)
         local wpid = assert(n:worker_pids()[1], "no worker")
         local node = shape.key ~= "park" and ("%s/%s-%d"):format(root, shape.key, count) or nil
         if node then assert(admin:create(node)) end
-        local s = { path = shape.path .. "?node=" .. (node or ""), node = node }
+        local s = { path = shape.path .. "?node=" .. (node or "") .. (shape.query or ""), node = node,
+                    cohort = shape.query ~= nil }
         -- Warm up: connected, every code path run once.
         for _ = 1, 20 do assert(n:get("/ping", 10) == 200, n:log_tail()) end
         for _, x in ipairs(n:fire({ shape.key == "park" and "/xlock?node=" .. root .. "/warm"
@@ -457,7 +462,7 @@ local function scale_point(srv, admin, root, count, shape)
         n:get("/grants")
         r.heap0, r.rss0 = heap_of(n, true), rss_kb(wpid)
         local holder
-        if shape.key == "xlock" then
+        if shape.key == "xlock" or shape.key == "xlock_cohort" then
             holder = admin:lock(node)
         elseif shape.key == "rlock" then
             holder = admin:rwlock(node):write_lock()
@@ -516,6 +521,7 @@ local function run_scale()
     local shapes = {
         { key = "park", path = "/park" },
         { key = "xlock", path = "/xlock" },
+        { key = "xlock_cohort", path = "/xlock", query = "&cohort=1" },
         { key = "rlock", path = "/rlock" },
     }
     local results = {}
@@ -538,6 +544,7 @@ end
 local SHAPE_TITLES = {
     park = "an `ngx.semaphore` (nginx alone, no zkcoord)",
     xlock = "one exclusive lock held outside (N handoffs)",
+    xlock_cohort = "the same lock with `cohort = true` (one node, local handoffs)",
     rlock = "a read lock behind one write lock held outside",
 }
 

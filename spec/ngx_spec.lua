@@ -282,13 +282,14 @@ end
 
 
 -- Acquired in access_by_lua, released in log_by_lua, on the worker's one
--- lock object for that name.
+-- lock object for that name (&cohort=1: with `cohort = true`).
 local phase_locks = {}
 
 function _M.phase_acquire()
     local c = assert(zn.client())
     local name = ngx.var.arg_name
-    phase_locks[name] = phase_locks[name] or c:lock(ROOT .. "/" .. name)
+    phase_locks[name] = phase_locks[name] or c:lock(ROOT .. "/" .. name,
+                                                    { cohort = ngx.var.arg_cohort == "1" })
     local ok, err = phase_locks[name]:acquire(10)
     ngx.ctx.acquired = ok and "true" or tostring(err)
 end
@@ -296,7 +297,8 @@ end
 
 function _M.phase_release()
     local ok, err = phase_locks[ngx.var.arg_name]:release()
-    ngx.log(ngx.NOTICE, "phase release: ", tostring(ok), " ", tostring(err))
+    ngx.log(ngx.NOTICE, ngx.var.arg_cohort == "1" and "phase release (cohort): " or "phase release: ",
+            tostring(ok), " ", tostring(err))
 end
 
 
@@ -365,6 +367,135 @@ function _M.busy_holder()
 end
 
 
+-- A holder of cohort lock `lock` enters the store: counts an overlap when
+-- someone is inside already, a stale grant when its token is not above
+-- the last one seen, a local handoff when n > 0.
+local function fenced_enter(d, name, lock)
+    if d:incr(name .. ":inside", 1, 0) ~= 1 then d:incr(name .. ":overlaps", 1, 0) end
+    local z, n = lock:token()
+    local token = require("zkcoord.cohort").number(z, n)
+    local last = d:get(name .. ":token")
+    if last and token <= last then d:incr(name .. ":stale", 1, 0) end
+    d:set(name .. ":token", token)
+    d:incr(name .. ":grants", 1, 0)
+    if n > 0 then d:incr(name .. ":local", 1, 0) end
+end
+
+
+-- /clock?name=c&hold=0.002&timeout=30: a cohort lock (one object per
+-- request). The critical section checks a store both workers share (the
+-- shared dict "fence"): nobody else inside, and the grant's token (czxid,
+-- n) above every earlier grant's, as a fenced resource would.
+function _M.clock()
+    local args = ngx.req.get_uri_args()
+    local name = args.name or "c"
+    local d = ngx.shared.fence
+    if args.abortable then
+        ngx.on_abort(function()
+            d:incr(name .. ":aborted", 1, 0)
+            ngx.exit(499)
+        end)
+    end
+    local c = assert(zn.client())
+    local lock = c:lock(ROOT .. "/" .. name, { cohort = true })
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(tonumber(args.timeout) or 30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    fenced_enter(d, name, lock)
+    local hold = tonumber(args.hold) or 0.002
+    if hold > 0 then ngx.sleep(hold) end
+    d:incr(name .. ":inside", -1)
+    lock:release()
+    ngx.say("ok ", ngx.worker.pid())
+end
+
+
+-- /clock_exit?name=c: holds a cohort lock and ends by ngx.exit, without
+-- releasing (counted as a grant, inside for no time).
+function _M.clock_exit()
+    local name = ngx.var.arg_name
+    local d = ngx.shared.fence
+    local lock = assert(zn.client()):lock(ROOT .. "/" .. name, { cohort = true })
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        ngx.exit(500)
+    end
+    fenced_enter(d, name, lock)
+    d:incr(name .. ":inside", -1)
+    ngx.say("ok")
+    ngx.exit(200)
+end
+
+
+-- /clost?name=c&hold=0.5: a cohort lock with on_lost, held `hold` s;
+-- says what release() answered.
+function _M.clost()
+    local name = ngx.var.arg_name
+    local d = ngx.shared.fence
+    local lock = assert(zn.client()):lock(ROOT .. "/" .. name, { cohort = true })
+    lock:on_lost(function(reason)
+        d:incr(name .. ":lost", 1, 0)
+        d:set(name .. ":reason", reason)
+    end)
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    d:incr(name .. ":grants", 1, 0)
+    ngx.sleep(tonumber(ngx.var.arg_hold) or 0.5)
+    local rok, rerr = lock:release()
+    ngx.say(tostring(rok), " ", tostring(rerr))
+end
+
+
+-- /crlock?name=r&hold=0.002: a read lock of an rwlock with cohort = true;
+-- counts readers queued, granted and inside at once (the peak).
+function _M.crlock()
+    local name = ngx.var.arg_name
+    local d = ngx.shared.fence
+    if ngx.var.arg_abortable then
+        ngx.on_abort(function()
+            d:incr(name .. ":aborted", 1, 0)
+            ngx.exit(499)
+        end)
+    end
+    local r = assert(zn.client()):rwlock(ROOT .. "/" .. name, { cohort = true }):read_lock()
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = r:acquire(tonumber(ngx.var.arg_timeout) or 30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    d:incr(name .. ":grants", 1, 0)
+    ngx.sleep(tonumber(ngx.var.arg_hold) or 0.002)
+    r:release()
+    ngx.say("ok ", ngx.worker.pid())
+end
+
+
+-- /fence?name=c: the counters of /clock for that name.
+function _M.fence()
+    local d, name = ngx.shared.fence, ngx.var.arg_name
+    local out = {}
+    for _, k in ipairs({ "queued", "grants", "local", "inside", "overlaps", "stale", "aborted",
+                         "lost" }) do
+        out[#out + 1] = k .. "=" .. (d:get(name .. ":" .. k) or 0)
+    end
+    ngx.say(table.concat(out, " "))
+end
+
+
 function _M.say_log()
     local c = assert(zn.client())
     c:log("warn", "a line from the spec " .. ngx.var.arg_tag)
@@ -376,6 +507,7 @@ return _M
 
 local HTTP = [[
     lua_shared_dict hand 1m;
+    lua_shared_dict fence 1m;
     init_worker_by_lua_block { require("app").init_worker() }
     exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
     server {
@@ -416,6 +548,19 @@ local HTTP = [[
         location = /timed { content_by_lua_block { require("app").timed() } }
         location = /say_log { content_by_lua_block { require("app").say_log() } }
         location = /busy_holder { content_by_lua_block { require("app").busy_holder() } }
+        location = /clock { content_by_lua_block { require("app").clock() } }
+        location = /clock_abortable {
+            lua_check_client_abort on;
+            content_by_lua_block { require("app").clock() }
+        }
+        location = /clock_exit { content_by_lua_block { require("app").clock_exit() } }
+        location = /clost { content_by_lua_block { require("app").clost() } }
+        location = /crlock { content_by_lua_block { require("app").crlock() } }
+        location = /crlock_abortable {
+            lua_check_client_abort on;
+            content_by_lua_block { require("app").crlock() }
+        }
+        location = /fence { content_by_lua_block { require("app").fence() } }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
         location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
     }
@@ -1146,6 +1291,173 @@ describe("ngx #zk #ngx", function()
             return lock_children(admin, root .. "/ph") == 0
         end, 1), "lock node left")
         assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/ph/", 1, true))
+    end)
+
+    -- The counters of /clock for `name`, as a table.
+    local function fence(name)
+        local status, body = A:get("/fence?name=" .. name)
+        assert.are.equal(200, status, body)
+        local t = {}
+        for k, v in body:gmatch("(%w+)=(%d+)") do t[k] = tonumber(v) end
+        return t
+    end
+
+    -- Every worker's cohort for `name` is idle: a try-once gets in at once
+    -- (a waiting or holding ghost would answer "timeout"), one request
+    -- after the other, on new connections (both workers take some).
+    local function cohort_idle(name, handler)
+        local pids, n = {}, 0
+        for i = 1, 20 do
+            local status, body = A:get(("/%s?name=%s&hold=0&timeout=0&i=%d")
+                                       :format(handler or "clock", name, i))
+            assert.are.equal(200, status, body)
+            if not pids[body] then pids[body], n = true, n + 1 end
+        end
+        assert.are.equal(2, n, "all 20 went to one worker")
+    end
+
+    -- 20 requests to /<handler>_abortable queue behind `holder` (held),
+    -- each worker's leader among them, then 20 to /<handler>; the first 20
+    -- are aborted by their clients, the holder releases: the 20 others are
+    -- served, no aborted one was granted, no node is left, and each
+    -- worker's cohort is idle. Returns the counters of `name`.
+    local function aborted_waiters(handler, name, holder, hold)
+        local gone, stay = {}, {}
+        for i = 1, 20 do
+            gone[i] = ("/%s_abortable?name=%s&hold=0&abortable=1&i=%d"):format(handler, name, i)
+            stay[i] = ("/%s?name=%s&hold=%s&i=%d"):format(handler, name, hold, i)
+        end
+        local b1 = A:fire(gone)
+        assert.truthy(zk.wait_until(function() return fence(name).queued == 20 end, 10))
+        local b2 = A:fire(stay)
+        assert.truthy(zk.wait_until(function() return fence(name).queued == 40 end, 10))
+        -- One node per worker's cohort, behind the holder's.
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/" .. name) >= 2
+        end, 10))
+        assert.is_true(lock_children(admin, root .. "/" .. name) <= 3, "more than one node per worker")
+        b1:abort()
+        assert.truthy(zk.wait_until(function() return fence(name).aborted == 20 end, 10),
+                      "the aborts did not reach the requests")
+        assert(holder:release())
+        local counts = count_status(b2:collect(30))
+        assert.are.equal(20, counts["200"], summary(counts) .. "\n" .. A:log_tail())
+        local f = fence(name)
+        assert.are.equal(20, f.grants, "an aborted request was granted")
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/" .. name) == 0
+        end, 5), "a node is left")
+        cohort_idle(name, handler)
+        assert.is_falsy(A:error_log():find("tick:", 1, true), A:log_tail())
+        no_crash(A)
+        return f
+    end
+
+    it("cohort: 200 requests in two workers on one cohort lock exclude, all served", function()
+        local paths = {}
+        for i = 1, 200 do paths[i] = "/clock?name=c200&hold=0.002&i=" .. i end
+        local t0 = proc.now()
+        local results = A:fire(paths):collect(60)
+        local took = proc.now() - t0
+        local counts = count_status(results)
+        assert.are.equal(200, counts["200"], summary(counts) .. "\n" .. A:log_tail())
+        local f = fence("c200")
+        assert.are.equal(200, f.grants)
+        assert.are.equal(0, f.overlaps, "two holders at once (the store both workers share)")
+        assert.are.equal(0, f.stale, "a grant's token was not above the one before it")
+        assert.are.equal(0, f.inside)
+        assert.is_true(f["local"] > 0, "no local handoff: the cohort did not serve")
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/c200") == 0
+        end, 5), "a cohort node is left")
+        print(("\n[ngx] cohort: 200 requests (2 ms hold) in 2 workers: %.2f s, %d of 200 grants"
+               .. " handed over locally"):format(took, f["local"]))
+        assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/c200", 1, true),
+                        A:log_tail())
+        no_crash(A)
+    end)
+
+    it("cohort: requests aborted while waiting (and their leaders) leave nothing behind", function()
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/cab")
+        assert(holder:acquire(5))
+        local f = aborted_waiters("clock", "cab", holder, 0.001)
+        assert.are.equal(0, f.overlaps)
+        assert.are.equal(0, f.stale)
+        holder_client:close()
+    end)
+
+    it("cohort: a request that ends holding hands the node on, with a warning", function()
+        -- Two workers' cohorts busy, and requests that end by ngx.exit
+        -- while holding in between: the next local waiter gets the node.
+        local paths = {}
+        for i = 1, 40 do
+            paths[i] = (i % 4 == 0 and "/clock_exit?name=cex&i=" or "/clock?name=cex&hold=0.002&i=") .. i
+        end
+        local counts = count_status(A:fire(paths):collect(60))
+        assert.are.equal(40, counts["200"], summary(counts) .. "\n" .. A:log_tail())
+        local f = fence("cex")
+        assert.are.equal(40, f.grants)
+        assert.are.equal(0, f.overlaps)
+        assert.are.equal(0, f.stale)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/cex") == 0
+        end, 5), "a node is left")
+        local log = A:error_log()
+        local at = log:find("the request ended holding " .. root .. "/cex (lock cohort", 1, true)
+        assert.truthy(at, "no warning naming the lock:\n" .. A:log_tail())
+        cohort_idle("cex")
+    end)
+
+    it("cohort: acquired in access_by_lua, released in log_by_lua, handed on between them", function()
+        local paths = {}
+        for i = 1, 10 do paths[i] = "/phases?name=cph&cohort=1&i=" .. i end
+        for _, r in ipairs(A:fire(paths):collect(30)) do
+            assert.are.equal(200, r.status, tostring(r.err))
+            assert.are.equal("true\n", r.body)
+        end
+        assert.truthy(zk.wait_until(function()
+            local _, n = A:error_log():gsub("phase release %(cohort%): true nil", "")
+            return n == 10
+        end, 5), A:log_tail())
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/cph") == 0
+        end, 5), "lock node left")
+        assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/cph", 1, true))
+    end)
+
+    it("cohort: a node deleted under its holder: on_lost, release says lost, waiters rejoin", function()
+        local paths = {}
+        for i = 1, 6 do paths[i] = "/clost?name=clo&hold=0.5&i=" .. i end
+        local batch = A:fire(paths)
+        assert.truthy(zk.wait_until(function()
+            local f = fence("clo")
+            return f.queued == 6 and f.grants == 1
+        end, 10), A:log_tail())
+        local kids = assert(admin:children(root .. "/clo"))
+        table.sort(kids, function(a, b) return a:match("(%d+)$") < b:match("(%d+)$") end)
+        assert(admin:delete(root .. "/clo/" .. kids[1]))     -- the holding cohort's node
+        local bodies = {}
+        for _, r in ipairs(batch:collect(30)) do
+            assert.are.equal(200, r.status, tostring(r.body or r.err))
+            bodies[r.body] = (bodies[r.body] or 0) + 1
+        end
+        assert.are.equal(1, bodies["nil lost\n"], summary(bodies))
+        assert.are.equal(5, bodies["true nil\n"], summary(bodies))
+        local f = fence("clo")
+        assert.are.equal(1, f.lost)
+        assert.are.equal(6, f.grants)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/clo") == 0
+        end, 5), "a node is left")
+    end)
+
+    it("cohort: rwlock readers aborted while waiting (their leaders too) leave nothing behind", function()
+        local writer_client = zk.client { session_timeout = 10 }
+        local writer = writer_client:rwlock(root .. "/crw"):write_lock()
+        assert(writer:acquire(5))
+        aborted_waiters("crlock", "crw", writer, 0.002)
+        writer_client:close()
     end)
 
     it("zkcoord's own log lines go to the error log at their level", function()

@@ -39,8 +39,14 @@
 -- downgrade) makes that owner's node without the cohort. An rwlock's
 -- readers share a node (shared cohorts, below).
 --
--- Not in nginx yet: an aborted request would leave the shared node to a
--- request that is gone (lock.new refuses `cohort = true` there).
+-- nginx (owners are requests): the node is the cohort's, not the request's
+-- that made it (untied from it once through). Each owner that waits or
+-- holds ties a "tie" to its request instead (waiter:track): when the
+-- request ends (or aborts), the ticker calls the tie's leave(): a holder's
+-- hold is released (to the next local waiter, or the node goes; logged as
+-- for a node), a waiter leaves the local queue, a leader that was joining
+-- the line passes the lead on. A light thread killed while it waits here
+-- leaves when its request ends.
 local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
@@ -60,6 +66,8 @@ _M.DEFAULT_TIME = 0.01
 -- client -> driver -> path -> cohort. Weak: a closed, dropped client goes.
 local registry = setmetatable({}, { __mode = "k" })
 
+local untrack, gen_pass_lead, tie, untie
+
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it
 --- is not exact in a double (czxid >= 2^41).
@@ -73,7 +81,7 @@ end
 
 
 --- Checks the cohort options of a lock's opts (raises on a bad one).
-function _M.check_opts(opts, client, argerror)
+function _M.check_opts(opts, argerror)
     if type(opts.cohort) ~= "boolean" then
         argerror(2, "lock", "cohort must be a boolean")
     end
@@ -84,9 +92,6 @@ function _M.check_opts(opts, client, argerror)
     local t = opts.cohort_time
     if t ~= nil and (type(t) ~= "number" or t < 0 or t ~= t) then
         argerror(2, "lock", "cohort_time must be a number of seconds >= 0")
-    end
-    if opts.cohort and client:waiter().track then
-        argerror(2, "lock", "cohort is not supported inside nginx yet")
     end
 end
 
@@ -135,9 +140,19 @@ local function pop(c)
 end
 
 
+-- nginx: the node of position `q`, tied to the current request when it
+-- was made, is the cohort's from now on (its holders' ties stand for it).
+function untrack(client, q)
+    local w = client:waiter()
+    if w.untrack then
+        w:untrack(q:node())
+    end
+end
+
+
 -- Queues hold `h` at the end of `line` (a cohort or a generation).
 local function enqueue(line_, client, h)
-    local e = { h = h, ev = client:waiter():event() }
+    local e = { h = h, ev = client:waiter():event(), line = line_ }
     line_.tail = line_.tail + 1
     line_.waiting[line_.tail] = e
     return e
@@ -263,16 +278,18 @@ local function lead(c, h, timeout)
     c.state = "entering"
     local q = line.new(c.client, c.path, c.driver, h.opts.data)
     local rec = { q = q, cohort = c }
-    c.rec = rec
+    c.rec, h.leading = rec, rec
     if #h.lost_fns > 0 then
         rec.lost_watched = true
         q:on_lost(node_lost, rec)
     end
     local ok, err = q:enter(timeout)
+    h.leading = nil
     if not ok then
         pass_lead(c)
         return nil, err
     end
+    untrack(c.client, q)
     c.state, c.holder = "held", h
     c.n, c.since, c.remote = 0, now(), true
     h.q, h.n, h.cohort = q, 0, c
@@ -294,10 +311,12 @@ local function acquire_exclusive(client, path, driver, h, timeout)
     end
     local deadline = util.deadline(timeout)
     local e = enqueue(c, c.client, h)
+    h.entry = e
     if c.state == "held" then
         start_watching(c)
     end
     local how, err = await(e, c.client, deadline)
+    h.entry = nil
     if how == "lead" then
         return lead(c, h, remaining(deadline))
     end
@@ -414,6 +433,19 @@ local function join(g, h)
     end
 end
 
+-- Generation `g`'s node is not being entered any more: the first reader
+-- waiting for it enters one itself, or the generation closes.
+function gen_pass_lead(g)
+    g.rec = nil
+    local e = pop(g)
+    if e then
+        e.state = "lead"
+        e.ev:set()
+    elseif g.c.open == g then
+        g.c.open = nil
+    end
+end
+
 local function joinable(g, opts)
     if g.state ~= "held" or not g.rec.q:is_through() or g.joins > LOCAL_MAX then
         return false
@@ -431,22 +463,17 @@ local function lead_shared(g, h, timeout)
     local c = g.c
     local q = line.new(c.client, c.path, c.driver, h.opts.data)
     local rec = { q = q, gen = g }
-    g.rec = rec
+    g.rec, h.leading = rec, rec
     if #h.lost_fns > 0 then
         gen_watch_lost(g)
     end
     local ok, err = q:enter(timeout)
+    h.leading = nil
     if not ok then
-        g.rec = nil
-        local e = pop(g)
-        if e then
-            e.state = "lead"
-            e.ev:set()
-        elseif c.open == g then
-            c.open = nil
-        end
+        gen_pass_lead(g)
         return nil, err
     end
+    untrack(c.client, q)
     g.state, g.since = "held", now()
     join(g, h)
     local e = pop(g)
@@ -479,7 +506,9 @@ local function acquire_shared(client, path, driver, h, timeout)
         return nil, "timeout"     -- try once: a reader of this process is entering
     end
     local deadline = util.deadline(timeout)
-    local how, err = await(enqueue(g, client, h), client, deadline)
+    h.entry = enqueue(g, client, h)
+    local how, err = await(h.entry, client, deadline)
+    h.entry = nil
     if how == "lead" then
         return lead_shared(g, h, remaining(deadline))
     end
@@ -506,21 +535,123 @@ local function release_shared(h)
 end
 
 
+-- ---------------------------------------------------------------------------
+-- nginx: ties. A tie answers the waiter's contract for request-owned
+-- nodes (node(), is_through(), leave(); client.nodes' own_node), for one
+-- hold: through while the hold holds; leave() lets go of whatever the
+-- hold has in the cohort, for a request that ended or a killed coroutine.
+
+local Tie = {}
+local tie_mt = { __index = Tie }
+
+local function holds(h)
+    if h.gen then
+        return h.gen.holds[h] == true
+    end
+    return h.cohort ~= nil and h.cohort.holder == h
+end
+
+function Tie:node()
+    return self.key
+end
+
+function Tie:is_through()
+    return holds(self.h)
+end
+
+function Tie:leave()
+    local h = self.h
+    if holds(h) then
+        local lk = h.lock
+        if lk and lk._holds[h.owner] == h then
+            lk._holds[h.owner] = nil     -- its owner is gone: no release will come
+        end
+        return _M.release(h)
+    end
+    untie(h)
+    local rec = h.leading
+    if rec then       -- killed while joining the line for the cohort
+        h.leading = nil
+        if rec.cohort and rec.cohort.rec == rec then
+            pass_lead(rec.cohort)
+        elseif rec.gen and rec.gen.rec == rec then
+            gen_pass_lead(rec.gen)
+        end
+        rec.q:leave()
+        return
+    end
+    local e = h.entry
+    if e and not e.gone then
+        e.gone = true         -- pop skips it
+        h.entry = nil
+        if e.state == "lead" then     -- woken to join the line, never resumed
+            if e.line.holds then
+                gen_pass_lead(e.line)
+            else
+                pass_lead(e.line)
+            end
+        end
+    end
+end
+
+local tie_seq = 0
+
+-- Ties hold `h` to the current request (nginx; a no-op elsewhere).
+function tie(client, path, h)
+    local w = client:waiter()
+    if not w.track then
+        return
+    end
+    tie_seq = tie_seq + 1
+    local t = setmetatable({ h = h, key = ("%s (lock cohort, hold %d)"):format(path, tie_seq) },
+                           tie_mt)
+    t.q = t
+    w:track(t, t.key)
+    -- Only the end of the request lets go, not the ticker's rule for a
+    -- killed coroutine (matched by coroutine): that rule dropped ties of
+    -- requests still waiting here (spec/ngx_spec.lua, "a node deleted
+    -- under its holder": a waiter skipped, its acquire timed out).
+    t.co = nil
+    if t.scope then
+        h.tie = t
+    end
+end
+
+-- The hold no longer needs its request's watch.
+function untie(h)
+    local t = h.tie
+    if t then
+        h.tie = nil
+        if t.scope and t.scope.nodes[t.key] == t then
+            t.scope.nodes[t.key] = nil
+        end
+    end
+end
+
+
 --- Acquires for hold `h` ({ owner =, opts = the lock's options, lost_fns
 --- = its on_lost callbacks }) on the line of `driver` under `path`: sets
 --- h.q (the shared position), h.n (the grant number within the node),
 --- h.cohort.
 ---@return true|nil ok, string? err
 function _M.acquire(client, path, driver, h, timeout)
+    tie(client, path, h)
+    local ok, err
     if SHARED[driver] then
-        return acquire_shared(client, path, driver, h, timeout)
+        ok, err = acquire_shared(client, path, driver, h, timeout)
+    else
+        ok, err = acquire_exclusive(client, path, driver, h, timeout)
     end
-    return acquire_exclusive(client, path, driver, h, timeout)
+    if not ok then
+        untie(h)
+    end
+    return ok, err
 end
 
 
 --- The last release of hold `h`, or its release after a loss.
 function _M.release(h)
+    untie(h)
     if h.gen then
         return release_shared(h)
     end

@@ -94,7 +94,7 @@ function _M.new(client, path, opts, driver, pick)
         argerror(5, "lock", "pick must be a function or nil")
     end
     if opts.cohort ~= nil then
-        cohort.check_opts(opts, client, argerror)
+        cohort.check_opts(opts, argerror)
     end
     return setmetatable({
         client = client,

@@ -210,6 +210,18 @@ function _M:track(e, path)
 end
 
 
+--- Unties node `path` from the current request (a lock cohort's node: the
+--- cohort ties its holders instead); the node stays owned by the client.
+function _M:untrack(path)
+    local ok, ctx = pcall(get_ctx)
+    local s = ok and self.by_ctx[ctx]
+    local e = s and s.nodes[path]
+    if e then
+        s.nodes[path], e.scope = nil, nil
+    end
+end
+
+
 --- A wait always yields the request (or timer) thread: other requests,
 --- and our callbacks (run in timers), go on meanwhile.
 function _M.yields()
