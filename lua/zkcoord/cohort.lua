@@ -562,9 +562,8 @@ end
 function Tie:leave()
     local h = self.h
     if holds(h) then
-        local lk = h.lock
-        if lk and lk._holds[h.owner] == h then
-            lk._holds[h.owner] = nil     -- its owner is gone: no release will come
+        if h.forget then
+            h:forget()     -- its owner is gone: no release will come
         end
         return _M.release(h)
     end

@@ -196,6 +196,16 @@ watch_revoke = function(h)
 end
 
 
+-- A cohort hold whose owner is gone (its nginx request ended): no release
+-- will come, so the lock forgets it (cohort.lua calls h:forget()).
+local function forget_hold(h)
+    local holds = h.lock._holds  -- same class
+    if holds[h.owner] == h then
+        holds[h.owner] = nil
+    end
+end
+
+
 --- Acquires the lock for the current owner.
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
 ---@return true|nil ok, string? err "timeout" | "closed" | "invalid" | a ZooKeeper code
@@ -216,7 +226,7 @@ function _M:acquire(timeout)
         d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
     end
     if self._opts.cohort and d == self._driver then
-        h = { count = 1, lock = self, owner = owner,
+        h = { count = 1, lock = self, owner = owner, forget = forget_hold,
               opts = self._opts, lost_fns = self._lost_fns }
         local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
         if not ok then
