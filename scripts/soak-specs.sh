@@ -4,21 +4,23 @@
 # fail only under load. Prints per file: runs, failures, slowest run; then a
 # summary. The logs of failed runs stay in a temp dir.
 #
-#   bash scripts/soak-specs.sh [-n RUNS] [-l LOAD] [-s] [spec/x_spec.lua ...]
+#   bash scripts/soak-specs.sh [-n RUNS] [-l LOAD] [-s] [-f PATTERN] [spec/x_spec.lua ...]
 #   -n RUNS   runs per file (default 20)
 #   -l LOAD   busy loops beside the runs (default: one per core; 0: none)
 #   -s        the ASan+UBSan build, as scripts/test.sh runs it
+#   -f PATTERN only the tests whose name matches (busted --filter)
 #   files     default: every spec/*_spec.lua
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-runs=20; load=$(nproc); sanitize=0
-while getopts "n:l:sh" o; do
+runs=20; load=$(nproc); sanitize=0; filter=
+while getopts "n:l:sf:h" o; do
   case $o in
     n) runs=$OPTARG ;;
     l) load=$OPTARG ;;
     s) sanitize=1 ;;
-    *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    f) filter=$OPTARG ;;
+    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -27,6 +29,7 @@ if [ ${#files[@]} -eq 0 ]; then files=(spec/*_spec.lua); fi
 case $runs$load in *[!0-9]*) echo "soak-specs: -n and -l take numbers" >&2; exit 2 ;; esac
 
 busted_args=(-o utfTerminal)
+if [ -n "$filter" ]; then busted_args+=("--filter=$filter"); fi
 if [ "$sanitize" = 1 ]; then
   [ -f build-asan/lib/zkcoord/core.so ] || bash scripts/build.sh --sanitize || exit 1
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
