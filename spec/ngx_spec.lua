@@ -1304,10 +1304,18 @@ describe("ngx #zk #ngx", function()
 
     -- Every worker's cohort for `name` is idle: a try-once gets in at once
     -- (a waiting or holding ghost would answer "timeout"), one request
-    -- after the other, on new connections (both workers take some).
+    -- after the other, on new connections (both workers take some). A
+    -- release does not wait for its node's delete, so the request before
+    -- may have answered while its worker's delete was still on the way:
+    -- the other worker's try-once would see that node. So each try-once
+    -- waits until the server shows no node (a node held by a ghost never
+    -- goes: that fails here too).
     local function cohort_idle(name, handler)
         local pids, n = {}, 0
         for i = 1, 20 do
+            assert.truthy(zk.wait_until(function()
+                return lock_children(admin, root .. "/" .. name) == 0
+            end, 5), "a node is left")
             local status, body = A:get(("/%s?name=%s&hold=0&timeout=0&i=%d")
                                        :format(handler or "clock", name, i))
             assert.are.equal(200, status, body)
