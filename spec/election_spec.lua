@@ -105,6 +105,28 @@ describe("election #zk", function()
         assert.equal(1, elected)
     end)
 
+    it("is_leader() stays false until campaign() has checked the node is ours", function()
+        -- CI once saw is_leader() true in nginx before on_elected had run:
+        -- another coroutine asked while campaign() waited for the owner check.
+        local e = c:election("/e", { id = "a" })
+        local elected, seen = false, {}
+        e:on_elected(function() elected = true end)
+        local exists = c.exists
+        c.exists = function(client, ...)      -- the owner check's request
+            seen[#seen + 1] = { e:is_leader(), e:node() or false, (e:token()) or false }
+            return exists(client, ...)
+        end
+        local ok, err = e:campaign(5)
+        c.exists = nil
+        assert.is_true(ok, err)
+        assert.is_true(elected)
+        assert.is_true(#seen >= 1)
+        for _, s in ipairs(seen) do
+            assert.same({ false, false, false }, s)
+        end
+        assert.is_true(e:is_leader())
+    end)
+
     it("hands over on resign, and resign fires on_revoked", function()
         local a = c:election("/e", { id = "a" })
         local b = other:election("/e", { id = "b" })

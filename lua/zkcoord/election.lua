@@ -103,6 +103,7 @@ function _M.new(client, path, opts)
         rejoin = opts.rejoin ~= false,
         _q = nil,             -- our line position while campaigning, leading or rejoining
         _rejoin = nil,        -- the position the rejoin drives, while it runs
+        _checking = nil,      -- campaign()'s position until its owner check passed
         _elected_fns = {},
         _revoked_fns = {},
     }, mt)
@@ -148,6 +149,23 @@ function _M:campaign(timeout)
     end
     local q = line.new(client, self.path, DRIVER, self.id)
     self._q = q
+    -- Through is not yet leader: not before the owner check (another
+    -- coroutine or request may ask meanwhile).
+    self._checking = q
+    local ok, err = self:_campaign(q, deadline)
+    if self._checking == q then
+        self._checking = nil
+    end
+    if ok then
+        self:_elected(q)
+    end
+    return ok, err
+end
+
+
+-- campaign()'s line: enter, then check the node is our session's.
+function _M:_campaign(q, deadline)
+    local client = self.client
     local won = false
     -- Our node is not ours only when the session changed between the
     -- create and the look: join again, a bounded number of times.
@@ -173,7 +191,6 @@ function _M:campaign(timeout)
         self._q = nil
         return nil, deadline and "timeout" or "invalid"
     end
-    self:_elected(q)
     return true
 end
 
@@ -444,7 +461,7 @@ end
 function _M:is_leader()
     check_self(self, "is_leader")
     local q = self._q
-    if q == nil or self._rejoin == q then
+    if q == nil or self._rejoin == q or self._checking == q then
         return false
     elseif q:is_through() then
         return true
@@ -452,7 +469,8 @@ function _M:is_leader()
     -- The callbacks is_through() ran may have made a new position ours (a
     -- rejoin that won): answer for it.
     local now = self._q
-    return now ~= nil and now ~= q and self._rejoin ~= now and now:is_through()
+    return now ~= nil and now ~= q and self._rejoin ~= now and self._checking ~= now
+           and now:is_through()
 end
 
 
