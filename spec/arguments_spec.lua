@@ -599,7 +599,7 @@ describe("argument checks #zk", function()
 
         it("a duration above 600 s is milliseconds by mistake: raises", function()
             for _, k in ipairs({ "session_timeout", "connect_timeout", "request_timeout",
-                                 "lost_after", "resolve_interval" }) do
+                                 "lost_after", "resolve_interval", "handshake_timeout" }) do
                 bad(k .. " = 10000 is over 600: seconds, not milliseconds", { [k] = 10000 })
                 bad(k .. " = 600.5 is over 600: seconds, not milliseconds", { [k] = 600.5 })
             end
@@ -612,6 +612,10 @@ describe("argument checks #zk", function()
             for _, k in ipairs({ "session_timeout", "lost_after" }) do
                 bad(k .. " must be at most 600 seconds (math.huge is no limit only for timeouts)",
                     { [k] = HUGE })
+            end
+            -- 0 (and math.huge) turn the handshake watchdog off
+            for _, v in ipairs({ -1, NAN, -HUGE }) do
+                bad("handshake_timeout must be a number of seconds >= 0", { handshake_timeout = v })
             end
             -- a recipe's delays follow the same rule
             for _, k in ipairs({ "base_delay", "max_delay" }) do

@@ -12,19 +12,32 @@
  * reaches the Lua queue. Lua decides from `last_heard` whether the session
  * can still be alive (client/session.lua); this file only measures.
  *
- * Threads: the heartbeat thread calls only zoo_state and zoo_aexists on the
- * handle (both safe from any thread in libzookeeper_mt) and is joined
- * before zookeeper_close. heartbeat_heard and heartbeat_connected run on
+ * The same thread is the handshake watchdog: while the handle waits for a
+ * server's handshake reply longer than Lua allows (first 1 s by default,
+ * doubling), it drops that attempt (reconnect.c). libzookeeper alone would
+ * wait 2/3 of the session timeout, which a server that never answers
+ * (ZOOKEEPER-5051) turns into a lost session after a short outage.
+ *
+ * Threads: the heartbeat thread calls only zoo_state, zoo_aexists and
+ * zoo_set_servers on the handle (all safe from any thread in
+ * libzookeeper_mt) and is joined before zookeeper_close. heartbeat_heard and heartbeat_connected run on
  * libzookeeper's threads (or on the Lua thread inside zookeeper_close).
  * A stopped process stops this thread too: that is why Lua checks the
  * clock itself when it resumes, rather than trusting the thread.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "completions.h"
 #include "heartbeat.h"
+#include "reconnect.h"
+
+/* How often the watchdog looks at the handle's state while not connected. */
+#define WATCH_EVERY 0.1
+#define FOREVER 1e9
 
 /* Server answers: the request reached the server and was judged there. Local
  * failures (connection loss, timeout, closing, expired) prove nothing. */
@@ -52,6 +65,10 @@ void heartbeat_init(heartbeat *hb)
     hb->interval = 0;
     hb->inflight = hb->kick = hb->stop = hb->running = 0;
     hb->zh = NULL;
+    hb->hosts = NULL;
+    hb->first = hb->max = hb->allow = hb->assoc_since = 0;
+    hb->connected = hb->restore = 0;
+    hb->reconnects = 0;
 }
 
 /* ZK THREAD (or the Lua thread inside zookeeper_close): moves the clock
@@ -76,8 +93,49 @@ void heartbeat_connected(heartbeat *hb)
     if (now > hb->last_heard)
         hb->last_heard = now;
     hb->kick = 1;
+    hb->connected = 1;
+    hb->allow = hb->first;
+    hb->assoc_since = 0;
     pthread_cond_signal(&hb->cv);
     pthread_mutex_unlock(&hb->mu);
+}
+
+/* ZK THREAD: any other session state: the watchdog looks again. */
+void heartbeat_disconnected(heartbeat *hb)
+{
+    pthread_mutex_lock(&hb->mu);
+    hb->connected = 0;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+}
+
+int heartbeat_set_watchdog(heartbeat *hb, const char *hosts, double first, double max)
+{
+    char *copy = NULL;
+    if (hosts && first > 0) {
+        copy = strdup(hosts);
+        if (!copy)
+            return ENOMEM;
+    }
+    pthread_mutex_lock(&hb->mu);
+    free(hb->hosts);
+    hb->hosts = copy;
+    hb->first = first;
+    hb->max = max > first ? max : first;
+    hb->allow = hb->first;
+    hb->assoc_since = 0;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+    return 0;
+}
+
+unsigned heartbeat_reconnects(heartbeat *hb)
+{
+    unsigned n;
+    pthread_mutex_lock(&hb->mu);
+    n = hb->reconnects;
+    pthread_mutex_unlock(&hb->mu);
+    return n;
 }
 
 double heartbeat_last(heartbeat *hb)
@@ -121,40 +179,84 @@ static void deadline_in(struct timespec *ts, double seconds)
     }
 }
 
+/* HEARTBEAT THREAD, mutex held: one look of the watchdog while not
+ * connected; returns how long to sleep. ASSOCIATING is libzookeeper's
+ * state from the handshake's send to its reply (a refused connect never
+ * gets there: libzookeeper retries those itself at once). */
+static double watchdog_step(heartbeat *hb, double now)
+{
+    int rc;
+    if (hb->restore) {
+        pthread_mutex_unlock(&hb->mu);
+        rc = reconnect_restore(hb->zh, hb->hosts);
+        pthread_mutex_lock(&hb->mu);
+        if (rc == ZOK)
+            hb->restore = 0;
+        return WATCH_EVERY;
+    }
+    if (zoo_state(hb->zh) != ZOO_ASSOCIATING_STATE) {
+        hb->assoc_since = 0;
+        return WATCH_EVERY;
+    }
+    if (hb->assoc_since == 0)
+        hb->assoc_since = now;
+    if (now - hb->assoc_since < hb->allow) {
+        double left = hb->assoc_since + hb->allow - now;
+        return left < WATCH_EVERY ? left : WATCH_EVERY;
+    }
+    pthread_mutex_unlock(&hb->mu);
+    rc = reconnect_now(hb->zh, hb->hosts);
+    pthread_mutex_lock(&hb->mu);
+    if (rc == ZRECONNECT_RESTORE)
+        hb->restore = 1;
+    if (rc == ZOK || rc == ZRECONNECT_RESTORE)
+        hb->reconnects++;
+    hb->assoc_since = 0;
+    hb->allow = hb->allow * 2 < hb->max ? hb->allow * 2 : hb->max;
+    return WATCH_EVERY;
+}
+
 /* HEARTBEAT THREAD: sleeps until no reply came for `interval`, then sends
- * one request (never two in flight). Holds the mutex except while calling
- * libzookeeper. */
+ * one request (never two in flight); while not connected, the watchdog.
+ * Holds the mutex except while calling libzookeeper. */
 static void *heartbeat_run(void *arg)
 {
     heartbeat *hb = arg;
     struct timespec ts;
     pthread_mutex_lock(&hb->mu);
     while (!hb->stop) {
-        double now = monotonic_now(), wait;
-        if (hb->interval <= 0) {
-            pthread_cond_wait(&hb->cv, &hb->mu);
-            continue;
-        }
-        wait = hb->interval;
-        if (!hb->inflight && (hb->kick || now - hb->last_heard >= hb->interval)) {
-            hb->kick = 0;
-            if (zoo_state(hb->zh) == ZOO_CONNECTED_STATE) {
-                int rc;
-                hb->inflight = 1;
-                hb->sent = now;
-                pthread_mutex_unlock(&hb->mu);
-                rc = zoo_aexists(hb->zh, "/", 0, heartbeat_done, hb);
-                pthread_mutex_lock(&hb->mu);
-                if (rc != ZOK)
-                    hb->inflight = 0;
+        double now = monotonic_now(), wait = FOREVER;
+        if (hb->interval > 0) {
+            wait = hb->interval;
+            if (!hb->inflight && (hb->kick || now - hb->last_heard >= hb->interval)) {
+                hb->kick = 0;
+                if (zoo_state(hb->zh) == ZOO_CONNECTED_STATE) {
+                    int rc;
+                    hb->inflight = 1;
+                    hb->sent = now;
+                    pthread_mutex_unlock(&hb->mu);
+                    rc = zoo_aexists(hb->zh, "/", 0, heartbeat_done, hb);
+                    pthread_mutex_lock(&hb->mu);
+                    if (rc != ZOK)
+                        hb->inflight = 0;
+                }
+            } else if (!hb->inflight) {
+                wait = hb->last_heard + hb->interval - now;
             }
-        } else if (!hb->inflight) {
-            wait = hb->last_heard + hb->interval - now;
+        }
+        if (hb->hosts && !hb->connected && !hb->stop) {
+            double w = watchdog_step(hb, now);
+            if (w < wait)
+                wait = w;
         }
         if (hb->stop)
             break;
-        deadline_in(&ts, wait);
-        pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
+        if (wait >= FOREVER) {
+            pthread_cond_wait(&hb->cv, &hb->mu);
+        } else {
+            deadline_in(&ts, wait);
+            pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
+        }
     }
     pthread_mutex_unlock(&hb->mu);
     return NULL;
@@ -189,6 +291,8 @@ void heartbeat_stop(heartbeat *hb)
 
 void heartbeat_destroy(heartbeat *hb)
 {
+    free(hb->hosts);
+    hb->hosts = NULL;
     pthread_cond_destroy(&hb->cv);
     pthread_mutex_destroy(&hb->mu);
 }

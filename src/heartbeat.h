@@ -18,6 +18,15 @@ typedef struct heartbeat {
     int kick;            /* send one now (connected again) */
     int stop;
     int running;         /* the thread exists (Lua thread only) */
+    /* The handshake watchdog (reconnect.c): an attempt whose handshake
+     * stays unanswered for `allow` seconds is dropped and made again. */
+    char *hosts;         /* the handle's servers; NULL: watchdog off */
+    double first, max;   /* the first allowance, and the most it doubles to */
+    double allow;        /* the allowance now (back to `first` once connected) */
+    double assoc_since;  /* monotonic: awaiting a handshake since (0: not) */
+    int connected;       /* the handle's last session event said connected */
+    int restore;         /* reconnect_restore still due */
+    unsigned reconnects; /* attempts dropped so far */
     zhandle_t *zh;
     pthread_t thread;
 } heartbeat;
@@ -30,5 +39,9 @@ void heartbeat_heard(heartbeat *hb, double sent, int rc);   /* any thread */
 void heartbeat_connected(heartbeat *hb);               /* any thread */
 double heartbeat_last(heartbeat *hb);
 void heartbeat_set_interval(heartbeat *hb, double seconds);
+void heartbeat_disconnected(heartbeat *hb);            /* any thread */
+/* hosts NULL or first <= 0: off. Returns 0 or ENOMEM. */
+int heartbeat_set_watchdog(heartbeat *hb, const char *hosts, double first, double max);
+unsigned heartbeat_reconnects(heartbeat *hb);
 
 #endif

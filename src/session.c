@@ -68,6 +68,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
         return;
     if (state == ZOO_CONNECTED_STATE)
         heartbeat_connected(&sc->hb);
+    else
+        heartbeat_disconnected(&sc->hb);
     r = record_new(sc->q, REC_SESSION);
     if (!r)
         return;
@@ -619,6 +621,30 @@ static int session_heartbeat(lua_State *L)
     return 0;
 }
 
+/* s:watchdog(hosts, first, max): drop a connection attempt whose handshake
+ * is unanswered for `first` seconds (doubling up to `max`) and connect
+ * again, same session (heartbeat.c, reconnect.c). first 0: off. */
+static int session_watchdog(lua_State *L)
+{
+    session *s = check_session(L);
+    const char *hosts = luaL_checkstring(L, 2);
+    double first = luaL_checknumber(L, 3);
+    double max = luaL_checknumber(L, 4);
+    luaL_argcheck(L, first >= 0 && first < 1e9, 3, "out of range");
+    luaL_argcheck(L, max >= 0 && max < 1e9, 4, "out of range");
+    if (s->ctx && heartbeat_set_watchdog(&s->ctx->hb, hosts, first, max) != 0)
+        return luaL_error(L, "out of memory");
+    return 0;
+}
+
+/* s:reconnects() -> how many connection attempts the watchdog dropped. */
+static int session_reconnects(lua_State *L)
+{
+    session *s = check_session(L);
+    lua_pushnumber(L, s->ctx ? heartbeat_reconnects(&s->ctx->hb) : 0);
+    return 1;
+}
+
 static void session_destroy(session *s)
 {
     if (!s->zh)
@@ -739,6 +765,8 @@ void session_register(lua_State *L)
         {"timeout", session_timeout},
         {"last_heard", session_last_heard},
         {"heartbeat", session_heartbeat},
+        {"watchdog", session_watchdog},
+        {"reconnects", session_reconnects},
         {"close", session_close},
         {NULL, NULL}
     };

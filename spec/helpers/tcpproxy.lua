@@ -17,6 +17,10 @@
 --                every connection that lost bytes (its stream is broken)
 --                and every ignored one.
 --   refuse       accept new connections and reset them at once
+--   hang         accept new connections and leave them unanswered for
+--                good: leaving hang does not close them (ZooKeeper 3.8's
+--                standalone server does this to connections made while it
+--                starts, ZOOKEEPER-5051); current connections still pass
 --   delay <ms>   forward each chunk <ms> milliseconds after it arrived
 --   quit         exit
 --
@@ -113,8 +117,8 @@ local function run(listen_port, target_host, target_port, control, owner)
             end
             if mode == "refuse" then
                 reset_close(fd)
-            elseif mode == "blackhole" then
-                conns[#conns + 1] = { fd = { fd }, ignored = true,
+            elseif mode == "blackhole" or mode == "hang" then
+                conns[#conns + 1] = { fd = { fd }, ignored = true, hung = mode == "hang",
                     q = { new_queue(), new_queue() }, eof = {}, shut = {} }
             else
                 local ufd = proc.tcp_connect_start(target_host, target_port)
@@ -209,7 +213,7 @@ local function run(listen_port, target_host, target_port, control, owner)
     local function apply(cmd)
         local word, rest = cmd:match("^(%S+)%s*(.-)%s*$")
         local was_blackhole = mode == "blackhole"
-        if word == "pass" or word == "blackhole" or word == "refuse" then
+        if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang" then
             mode, delay = word, 0
         elseif word == "delay" and tonumber(rest) and tonumber(rest) >= 0 then
             mode, delay = "delay", tonumber(rest) / 1000
@@ -224,7 +228,7 @@ local function run(listen_port, target_host, target_port, control, owner)
         end
         if was_blackhole and mode ~= "blackhole" then
             for _, c in ipairs(conns) do
-                if c.tainted or c.ignored then
+                if (c.tainted or c.ignored) and not c.hung then
                     close_conn(c)
                 end
             end
@@ -507,6 +511,11 @@ end
 
 function Proxy:blackhole()
     return self:set("blackhole")
+end
+
+
+function Proxy:hang()
+    return self:set("hang")
 end
 
 

@@ -51,6 +51,7 @@ local function new_client(c, q)
         _owned = {},              -- path -> { serial =, q = }: nodes recipes created
         _enders = {},             -- serial -> side handle ending a session we left (nodes.lua)
         _ender_serial = 0,        -- the last one's serial (negative)
+        _dropped = 0,             -- handshakes the watchdog dropped (src/reconnect.c), logged
         _closed = false,
     }, _M.mt)
     self._pump = pump.new(q, self, session.pump_hooks)
@@ -233,6 +234,18 @@ function _M.connect(opts)
 end
 
 
+-- The handshake watchdog (src/reconnect.c): an attempt unanswered for
+-- handshake_timeout is made again, the allowance doubling up to
+-- libzookeeper's own (2/3 of the session timeout). 0 or math.huge: off.
+function _M:_arm_watchdog(timeout)
+    local first = self._opts.handshake_timeout
+    if first == 0 or first == math.huge then
+        return
+    end
+    self._s:watchdog(self._hosts, first, timeout * 2 / 3)
+end
+
+
 function _M:_open_session(sid, password)
     self._serial = self._serial + 1
     local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
@@ -242,6 +255,8 @@ function _M:_open_session(sid, password)
     end
     self._s = s
     self._session_id = nil
+    self._dropped = 0
+    self:_arm_watchdog(self._opts.session_timeout)
     if self._auth then
         local futures = {}
         for i, a in ipairs(self._auth) do

@@ -16,6 +16,9 @@ local _M = {}
 local DEFAULTS = {
     session_timeout = 10,
     connect_timeout = 5,
+    -- An attempt whose handshake stays unanswered this long is made again
+    -- (ZOOKEEPER-5051: libzookeeper alone waits 2/3 of the session timeout).
+    handshake_timeout = 0.5,
     reconnect = true,
     -- ZooKeeper's jute.maxbuffer (0xfffff): the server drops the connection
     -- on a request packet larger than this, so refuse it here instead.
@@ -29,7 +32,7 @@ local OPTION_KEYS = {
     retry = "table", wait = "string|table", reconnect = "boolean",
     max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string", resolve_interval = "number",
-    lost_after = "number",
+    lost_after = "number", handshake_timeout = "number",
 }
 
 -- Bytes a request adds around its path and data: length, xid, type,
@@ -199,6 +202,7 @@ local function check_timeouts(o)
     if o.lost_after ~= nil then
         check_seconds(o.lost_after, "lost_after", "connect", 1)
     end
+    check_seconds(o.handshake_timeout, "handshake_timeout", "connect", 1, true, true)
     local ri = o.resolve_interval
     if ri ~= nil and ri ~= -1 then
         if not (ri >= 0) then  -- luacheck: ignore 581 (NaN)

@@ -189,9 +189,19 @@ function _M:_session_event(state)
     if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
         local s = self._s
         local t = s:timeout()
+        if t ~= self._negotiated_timeout then
+            self:_arm_watchdog(t)
+        end
         self._negotiated_timeout = t
         s:heartbeat(t * HEARTBEAT)
         self._session_id = s:client_id()
+        local dropped = s:reconnects()
+        if dropped ~= self._dropped then
+            -- a server that accepts but never answers (ZOOKEEPER-5051)
+            self._log("info", ("dropped %d connection attempt(s) left unanswered "
+                               .. "for handshake_timeout"):format(dropped - self._dropped))
+            self._dropped = dropped
+        end
         if self._suspended_at then
             self._log("info", ("connected again after %.2fs, in the same session")
                               :format(now() - self._suspended_at))
