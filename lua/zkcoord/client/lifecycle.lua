@@ -239,7 +239,8 @@ end
 
 --- What the client holds now, for leak checks and monitoring: `pending`
 --- (requests waiting for a reply), `watches`, `listeners` (on_state),
---- `callbacks` (queued to run), `serial` (the current session's number), `state`.
+--- `callbacks` (queued to run), `serial` (the current session's number), `state`,
+--- `handshakes_dropped` (attempts the handshake watchdog made again, this session).
 function _M:stats()
     check_self(self, "stats")
     local np, nw = 0, 0
@@ -247,7 +248,9 @@ function _M:stats()
     for _ in pairs(self._watches) do nw = nw + 1 end
     return { pending = np, watches = nw, listeners = #self._listeners,
              callbacks = self._pump:queued_callbacks(),
-             serial = self._serial, state = self._state }
+             serial = self._serial, state = self._state,
+             -- connection attempts the handshake watchdog dropped (this session's handle)
+             handshakes_dropped = self._s and self._s:reconnects() or 0 }
 end
 
 
