@@ -152,6 +152,23 @@ describe("sessions #zk", function()
         assert.equal("connectionloss", err)
     end)
 
+    it("a request the expired handle refuses says sessionexpired, not invalidstate", function()
+        -- libzookeeper refuses every request of an expired handle at once,
+        -- before the session event reaches us (chaos run 7: an acquire
+        -- right after an expiry answered "invalidstate").
+        local c = zk.client { chroot = root }
+        local sid, pw = c:session_id(), c:session_password()
+        local other = assert(zkcoord.connect { servers = zk.hosts(), session_id = sid,
+                                               session_password = pw, reconnect = false })
+        other:close()
+        -- not driving c: its handle learns of the expiry on its own threads
+        -- (measured: within 0.1 s); the client has not heard yet
+        proc.sleep(1.5)
+        assert.same({ nil, "sessionexpired" }, { c:create("/after", "x") })
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        assert.truthy(c:create("/after", "x"))
+    end)
+
     it("declares a session lost after being cut off for the whole session timeout", function()
         local port = port_of(zk.hosts())
         local proxy = assert(tcpproxy.start("127.0.0.1", port))

@@ -266,9 +266,18 @@ static record *new_request(lua_State *L, session *s, int op)
     return r;
 }
 
-/* Pushes the request id, or frees the record and pushes nil, rc. */
-static int submitted(lua_State *L, record *r, int rc)
+/* Pushes the request id, or frees the record and pushes nil, rc. A handle
+ * whose session ended refuses every request with ZINVALIDSTATE, before the
+ * session event reaches Lua: name the reason instead. */
+static int submitted(lua_State *L, session *s, record *r, int rc)
 {
+    if (rc == ZINVALIDSTATE) {
+        int st = zoo_state(s->zh);
+        if (st == ZOO_EXPIRED_SESSION_STATE)
+            rc = ZSESSIONEXPIRED;
+        else if (st == ZOO_AUTH_FAILED_STATE)
+            rc = ZAUTHFAILED;
+    }
     if (rc != ZOK) {
         record_free(r);
         lua_pushnil(L);
@@ -311,7 +320,7 @@ static int session_create(lua_State *L)
         rc = zoo_acreate2(s->zh, path, data, len, acl.data ? &acl : &ZOO_OPEN_ACL_UNSAFE,
                           mode, done_string_stat, r);
     convert_free_acl(&acl);
-    return submitted(L, r, rc);
+    return submitted(L, s, r, rc);
 }
 
 /* s:delete(path, version) */
@@ -324,7 +333,7 @@ static int session_delete(lua_State *L)
     if (!s)
         return 2;
     r = new_request(L, s, OP_DELETE);
-    return submitted(L, r, zoo_adelete(s->zh, path, version, done_void, r));
+    return submitted(L, s, r, zoo_adelete(s->zh, path, version, done_void, r));
 }
 
 #define WATCH_CTX(r) ((void *)(intptr_t)(r)->id)
@@ -347,7 +356,7 @@ static int watched_read(lua_State *L, int op)
         rc = zoo_awget(s->zh, path, w, WATCH_CTX(r), done_data, r);
     else
         rc = zoo_awget_children2(s->zh, path, w, WATCH_CTX(r), done_strings_stat, r);
-    return submitted(L, r, rc);
+    return submitted(L, s, r, rc);
 }
 
 static int session_exists(lua_State *L)
@@ -372,7 +381,7 @@ static int session_set(lua_State *L)
     if (!s)
         return 2;
     r = new_request(L, s, OP_SET);
-    return submitted(L, r, zoo_aset(s->zh, path, data, len, version, done_stat, r));
+    return submitted(L, s, r, zoo_aset(s->zh, path, data, len, version, done_stat, r));
 }
 
 static int session_children(lua_State *L)
@@ -390,8 +399,8 @@ static int path_request(lua_State *L, int op)
         return 2;
     r = new_request(L, s, op);
     if (op == OP_SYNC)
-        return submitted(L, r, zoo_async(s->zh, path, done_string, r));
-    return submitted(L, r, zoo_aget_acl(s->zh, path, done_acl, r));
+        return submitted(L, s, r, zoo_async(s->zh, path, done_string, r));
+    return submitted(L, s, r, zoo_aget_acl(s->zh, path, done_acl, r));
 }
 
 static int session_sync(lua_State *L)
@@ -420,7 +429,7 @@ static int session_set_acl(lua_State *L)
     r = new_request(L, s, OP_SET_ACL);
     rc = zoo_aset_acl(s->zh, path, version, &acl, done_void, r);
     convert_free_acl(&acl);
-    return submitted(L, r, rc);
+    return submitted(L, s, r, rc);
 }
 
 /* s:add_auth(scheme, credentials) */
@@ -434,7 +443,7 @@ static int session_add_auth(lua_State *L)
     if (!s)
         return 2;
     r = new_request(L, s, OP_AUTH);
-    return submitted(L, r, zoo_add_auth(s->zh, scheme, cert, (int)len, done_void, r));
+    return submitted(L, s, r, zoo_add_auth(s->zh, scheme, cert, (int)len, done_void, r));
 }
 
 /* s:remove_watch(path, kind, id, local): removes the watch request `id` set.
@@ -463,7 +472,7 @@ static int session_remove_watch(lua_State *L)
         zk_pushid(L, r->id);
         return 1;
     }
-    return submitted(L, r, zoo_aremove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
+    return submitted(L, s, r, zoo_aremove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
                                                (void *)(intptr_t)id, 0,
                                                (void_completion_t *)done_void, r));
 }
@@ -576,7 +585,7 @@ static int session_multi(lua_State *L)
         convert_free_acl(&acls[i]);
     free(acls);
     free(ops);
-    return submitted(L, r, rc);
+    return submitted(L, s, r, rc);
 }
 
 /* s:client_id() -> hex id, password (16 bytes) */
