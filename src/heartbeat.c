@@ -186,9 +186,14 @@ static void deadline_in(struct timespec *ts, double seconds)
 static double watchdog_step(heartbeat *hb, double now)
 {
     int rc;
+    char *hosts;
     if (hb->restore) {
+        /* a copy: Lua may replace hb->hosts while the mutex is released */
+        if (!(hosts = strdup(hb->hosts)))
+            return WATCH_EVERY;
         pthread_mutex_unlock(&hb->mu);
-        rc = reconnect_restore(hb->zh, hb->hosts);
+        rc = reconnect_restore(hb->zh, hosts);
+        free(hosts);
         pthread_mutex_lock(&hb->mu);
         if (rc == ZOK)
             hb->restore = 0;
@@ -204,8 +209,11 @@ static double watchdog_step(heartbeat *hb, double now)
         double left = hb->assoc_since + hb->allow - now;
         return left < WATCH_EVERY ? left : WATCH_EVERY;
     }
+    if (!(hosts = strdup(hb->hosts)))
+        return WATCH_EVERY;
     pthread_mutex_unlock(&hb->mu);
-    rc = reconnect_now(hb->zh, hb->hosts);
+    rc = reconnect_now(hb->zh, hosts);
+    free(hosts);
     pthread_mutex_lock(&hb->mu);
     if (rc == ZRECONNECT_RESTORE)
         hb->restore = 1;
