@@ -3,6 +3,7 @@
 local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local cohort = require "zkcoord.cohort"
+local lockmod = require "zkcoord.lock"
 
 -- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
 local function above(z, n, z0, n0)
@@ -321,6 +322,86 @@ describe("lock cohort #zk", function()
         assert.truthy(zk.wait_until(function() return lost end, 10, c))
         assert.equal("deleted", lost)
         assert.same({ nil, "lost" }, { lock:release() })
+    end)
+
+    it("tells the current local holder of a revocation request, and gives that node up",
+       function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local names = { "a", "b", "c" }
+        local locks, done, got, asked = {}, {}, {}, {}
+        for i, o in ipairs(names) do
+            locks[o] = c:lock("/rv", { owner = o, cohort = true, cohort_handoffs = 100,
+                                       cohort_time = 60 })
+            locks[o]:on_revoke(function(owner, node) asked[#asked + 1] = { o, owner, node } end)
+            done[o] = c:waiter():event()
+            c:spawn(function()
+                c:waiter():sleep(0.1 * (i - 1))     -- a holds, then b and c queue locally
+                assert(locks[o]:acquire(10))
+                local z, n = locks[o]:token()
+                got[o] = { node = locks[o]:node(), z = z, n = n }
+                done[o]:wait(10)
+                assert(locks[o]:release())
+            end)
+        end
+        local function wait_for(f)
+            local deadline = zk.proc.now() + 10
+            while not f() and zk.proc.now() < deadline do
+                c:waiter():sleep(0.01)
+            end
+            assert.truthy(f())
+        end
+        local checked, failure
+        c:spawn(function()
+            -- (a failed assert in a spawned coroutine is only logged)
+            checked, failure = pcall(function()
+                c:waiter():sleep(0.4)
+                done.a:set()                              -- a local handoff to b
+                wait_for(function() return got.b end)
+                assert.same({ got.a.node, 1 }, { got.b.node, got.b.n })
+                assert(lockmod.revoke(other, got.b.node))
+                wait_for(function() return #asked > 0 end)
+                assert.same({ { "b", "b", got.b.node } }, asked)   -- b's, not a's
+                assert.is_true(locks.b:held())            -- releasing is b's decision
+                done.b:set()
+                -- The revoked node is not passed on: c joins the line again.
+                wait_for(function() return got.c end)
+                assert.not_equal(got.b.node, got.c.node)
+                assert.same(0, got.c.n)
+                assert.is_true(got.c.z > got.b.z)
+                c:sync("/rv")
+                assert.equal(1, #asked)
+                done.c:set()
+            end)
+        end)
+        assert.is_true(c:run(30))
+        assert.is_true(checked, failure)
+        assert.truthy(zk.wait_until(function()      -- a release does not wait for its delete
+            return #assert(zk.admin():children(root .. "/rv")) == 0
+        end))
+    end)
+
+    it("tells every reader of a shared read node of a revocation request", function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local asked, readers = {}, {}
+        for i = 1, 3 do
+            readers[i] = c:rwlock("/rw", { owner = "r" .. i, cohort = true, cohort_time = 60 })
+                :read_lock()
+            readers[i]:on_revoke(function(owner) asked[#asked + 1] = owner end)
+        end
+        assert(readers[1]:acquire(5))
+        assert(readers[2]:acquire(5))
+        local node = readers[1]:node()
+        assert.equal(node, readers[2]:node())
+        assert(lockmod.revoke(other, node))
+        assert.truthy(zk.wait_until(function() return #asked == 2 end, 10, c))
+        table.sort(asked)
+        assert.same({ "r1", "r2" }, asked)
+        -- No reader joins a revoked node.
+        assert(readers[3]:acquire(5))
+        assert.not_equal(node, readers[3]:node())
+        for i = 1, 3 do
+            assert(readers[i]:release())
+        end
     end)
 
     it("lets a queued owner time out and leaves the queue clean", function()
