@@ -29,8 +29,8 @@
 -- combining of adds (that is counter_coroutines).
 -- lock_one_session_cohort, rwlock_one_session_cohort: the same with the
 -- recipe's cohort = true (zkcoord.cohort: the coroutines share one node;
--- lock handoffs and read joins are local); the lock's print node_waits=
--- and node_wait_max_ms= (see node_wait). lock_uncontended_cohort and
+-- lock handoffs and read joins are local); the lock's print node_waits=,
+-- node_wait_p50_ms=, node_wait_p99_ms= and node_wait_max_ms= (node_wait). lock_uncontended_cohort and
 -- lock_contended_cohort: lock_uncontended and lock_contended with
 -- cohort = true (one owner per process: the cohort's cost alone).
 -- These print threads= (sessions or coroutines) and thread_min= (the
@@ -167,12 +167,11 @@ local reads, writes = 0, 0
 -- its own (the first grant of a node, n = 0), each from the release that
 -- let the previous node go; with another process on the lock, the wait of
 -- a remote waiter (the other cohort held meanwhile, within its bound).
-local last_release, node_waits, node_wait_max = nil, 0, 0
+local last_release, node_waits = nil, {}
 local function node_wait(lock)
     local _, n = lock:token()
     if n == 0 and last_release then
-        node_waits = node_waits + 1
-        node_wait_max = math.max(node_wait_max, now() - last_release)
+        node_waits[#node_waits + 1] = now() - last_release
     end
 end
 local counter_objs = {}
@@ -331,7 +330,7 @@ if warmup > 0 then
     run(wp, now() + warmup, false)
     reads, writes = 0, 0
     counter_objs = {}
-    last_release, node_waits, node_wait_max = nil, 0, 0
+    last_release, node_waits = nil, {}
 end
 
 local t0 = barrier()
@@ -360,9 +359,13 @@ if recipe == "rwlock" then
     parts[#parts + 1] = ("reads=%d writes=%d"):format(reads, writes)
 end
 parts[#parts + 1] = ("max_ms=%.3f"):format(nlat > 0 and lat[nlat] * 1000 or 0)
-if node_waits > 0 then
-    parts[#parts + 1] = ("node_waits=%d node_wait_max_ms=%.3f"):format(node_waits,
-                                                                    node_wait_max * 1000)
+if #node_waits > 0 then
+    table.sort(node_waits)
+    local function wp(q)
+        return node_waits[math.floor(q * (#node_waits - 1) + 0.5) + 1] * 1000
+    end
+    parts[#parts + 1] = ("node_waits=%d node_wait_p50_ms=%.3f node_wait_p99_ms=%.3f"
+                         .. " node_wait_max_ms=%.3f"):format(#node_waits, wp(0.5), wp(0.99), wp(1))
 end
 if inproc then
     local fewest = math.huge
