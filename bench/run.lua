@@ -200,12 +200,26 @@ local ROWS = {
           { key = "p50_ms", label = "uncontended lock, p50 of a cycle (ms)", better = "lower" },
           { key = "p99_ms", label = "uncontended lock, p99 of a cycle (ms)", better = "lower" },
       } },
+    -- The same with cohort = true (one owner per process: what the cohort
+    -- costs when there is no one to hand over to); same run, compare.
+    { key = "lock_uncontended_cohort", scenario = "lock_uncontended_cohort", procs = 1,
+      only = "zkcoord", compare_with = "lock_uncontended", best = true,
+      metrics = {
+          { key = "rate", label = "uncontended lock, cycles/s, cohort = true (zkcoord)",
+            better = "higher" },
+          { key = "p50_ms", label = "uncontended lock, p50 of a cycle (ms), cohort = true (zkcoord)",
+            better = "lower" },
+      } },
     { key = "lock_contended_4", scenario = "lock_contended", procs = 4,
       metrics = { { key = "rate", label = "contended lock, handoffs/s, 4 processes", better = "higher",
                     plot = "lock\\n4 procs" } } },
     { key = "lock_contended_16", scenario = "lock_contended", procs = 16,
       metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 processes",
                     better = "higher", plot = "lock\\n16 procs" } } },
+    { key = "lock_contended_16_cohort", scenario = "lock_contended_cohort", procs = 16,
+      only = "zkcoord", compare_with = "lock_contended_16",
+      metrics = { { key = "rate", label = "contended lock, handoffs/s, 16 processes,"
+                                          .. " cohort = true (zkcoord)", better = "higher" } } },
     { key = "rwlock_8", scenario = "rwlock", procs = 8, extra = "90",
       metrics = { { key = "rate", label = "rwlock, cycles/s, 8 processes at 90% reads",
                     better = "higher", plot = "rwlock\\n8 procs" } } },
@@ -236,11 +250,21 @@ local ROWS = {
     { key = "lock_2x16_coroutines", scenario = "lock_one_session", procs = 2, extra = "16",
       only = "zkcoord",
       metrics = { { key = "rate", label = "contended lock, handoffs/s, 2 processes x 16 coroutines"
-                                          .. " (zkcoord)", better = "higher" } } },
+                                          .. " (zkcoord)", better = "higher" },
+                  { key = "max_ms", label = "the same, longest acquire+release of a coroutine (ms)",
+                    better = "lower" } } },
     { key = "lock_2x16_coroutines_cohort", scenario = "lock_one_session_cohort", procs = 2,
       extra = "16", only = "zkcoord",
       metrics = { { key = "rate", label = "contended lock, handoffs/s, 2 processes x 16 coroutines,"
-                                          .. " cohort = true (zkcoord)", better = "higher" } } },
+                                          .. " cohort = true (zkcoord)", better = "higher" },
+                  -- a process's wait for a node of its own (the other
+                  -- process's cohort held meanwhile): a remote waiter's wait
+                  { key = "node_wait_max_ms", label = "the same, longest wait of a remote waiter"
+                                          .. " (ms; bound: 16 handoffs or 10 ms)", better = "lower" },
+                  { key = "node_wait_p99_ms", label = "the same, p99 of a remote waiter's wait (ms;"
+                                          .. " the worse process)", better = "lower" },
+                  { key = "max_ms", label = "the same, longest acquire+release of a coroutine (ms)",
+                    better = "lower" } } },
     -- 16 coroutines of one session at 90 % reads, without and with the
     -- rwlock's cohort (its readers share one read node); against Curator's
     -- 16 threads of one JVM, a session each.
@@ -519,6 +543,13 @@ local function run_case(srv, lib, row, round)
             p50[#p50 + 1], p99[#p99 + 1] = r.p50_ms, r.p99_ms
         end
     end
+    -- Longest over the processes (zkcoord prints them; others may not).
+    for _, k in ipairs({ "max_ms", "node_wait_max_ms", "node_wait_p99_ms" }) do
+        for _, r in ipairs(results) do
+            local v = tonumber(r[k])
+            if v then m[k] = math.max(m[k] or 0, v) end
+        end
+    end
     m.ops = ops
     m.rate = ops / opts.duration
     m.p50_ms = median(p50)
@@ -642,7 +673,7 @@ local function main()
             if rl then
                 rl.median = {}
                 for _, mk in ipairs({ "rate", "p50_ms", "p99_ms", "cas_per_inc", "fairness", "hwm_mb",
-                                     "rss_mb" }) do
+                                     "rss_mb", "node_wait_p99_ms" }) do
                     local vals = {}
                     for _, m in ipairs(rl.runs) do
                         if m[mk] then
@@ -650,6 +681,14 @@ local function main()
                         end
                     end
                     rl.median[mk] = median(vals)
+                end
+                -- the longest waits: over all rounds, not a median
+                for _, mk in ipairs({ "max_ms", "node_wait_max_ms" }) do
+                    for _, m in ipairs(rl.runs) do
+                        if m[mk] then
+                            rl.median[mk] = math.max(rl.median[mk] or 0, m[mk])
+                        end
+                    end
                 end
             end
         end
@@ -996,9 +1035,10 @@ local active, results, errors, load_before, secs = main()
 results_all = results
 local load_after = loadavg()
 local best_md, proc_md = make_table(active, results, true), make_table(active, results, false)
-local table_md = table.concat({ best_md and ("Best form (one process):\n\n" .. best_md) or nil,
-                                proc_md and ("Process form (a process per contender):\n\n" .. proc_md)
-                                or nil }, "\n\n")
+local tables = {}     -- either may be empty (--rows)
+tables[#tables + 1] = best_md and ("Best form (one process):\n\n" .. best_md) or nil
+tables[#tables + 1] = proc_md and ("Process form (a process per contender):\n\n" .. proc_md) or nil
+local table_md = table.concat(tables, "\n\n")
 print(table_md)
 print(("\n(medians of %d round(s), %gs per run, %gs warm-up; load average before %s, after %s)")
       :format(opts.rounds, opts.duration, opts.warmup, load_before, load_after))

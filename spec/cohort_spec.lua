@@ -3,6 +3,7 @@
 local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local cohort = require "zkcoord.cohort"
+local lockmod = require "zkcoord.lock"
 
 -- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
 local function above(z, n, z0, n0)
@@ -323,6 +324,86 @@ describe("lock cohort #zk", function()
         assert.same({ nil, "lost" }, { lock:release() })
     end)
 
+    it("tells the current local holder of a revocation request, and gives that node up",
+       function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local names = { "a", "b", "c" }
+        local locks, done, got, asked = {}, {}, {}, {}
+        for i, o in ipairs(names) do
+            locks[o] = c:lock("/rv", { owner = o, cohort = true, cohort_handoffs = 100,
+                                       cohort_time = 60 })
+            locks[o]:on_revoke(function(owner, node) asked[#asked + 1] = { o, owner, node } end)
+            done[o] = c:waiter():event()
+            c:spawn(function()
+                c:waiter():sleep(0.1 * (i - 1))     -- a holds, then b and c queue locally
+                assert(locks[o]:acquire(10))
+                local z, n = locks[o]:token()
+                got[o] = { node = locks[o]:node(), z = z, n = n }
+                done[o]:wait(10)
+                assert(locks[o]:release())
+            end)
+        end
+        local function wait_for(f)
+            local deadline = zk.proc.now() + 10
+            while not f() and zk.proc.now() < deadline do
+                c:waiter():sleep(0.01)
+            end
+            assert.truthy(f())
+        end
+        local checked, failure
+        c:spawn(function()
+            -- (a failed assert in a spawned coroutine is only logged)
+            checked, failure = pcall(function()
+                c:waiter():sleep(0.4)
+                done.a:set()                              -- a local handoff to b
+                wait_for(function() return got.b end)
+                assert.same({ got.a.node, 1 }, { got.b.node, got.b.n })
+                assert(lockmod.revoke(other, got.b.node))
+                wait_for(function() return #asked > 0 end)
+                assert.same({ { "b", "b", got.b.node } }, asked)   -- b's, not a's
+                assert.is_true(locks.b:held())            -- releasing is b's decision
+                done.b:set()
+                -- The revoked node is not passed on: c joins the line again.
+                wait_for(function() return got.c end)
+                assert.not_equal(got.b.node, got.c.node)
+                assert.same(0, got.c.n)
+                assert.is_true(got.c.z > got.b.z)
+                c:sync("/rv")
+                assert.equal(1, #asked)
+                done.c:set()
+            end)
+        end)
+        assert.is_true(c:run(30))
+        assert.is_true(checked, failure)
+        assert.truthy(zk.wait_until(function()      -- a release does not wait for its delete
+            return #assert(zk.admin():children(root .. "/rv")) == 0
+        end))
+    end)
+
+    it("tells every reader of a shared read node of a revocation request", function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local asked, readers = {}, {}
+        for i = 1, 3 do
+            readers[i] = c:rwlock("/rw", { owner = "r" .. i, cohort = true, cohort_time = 60 })
+                :read_lock()
+            readers[i]:on_revoke(function(owner) asked[#asked + 1] = owner end)
+        end
+        assert(readers[1]:acquire(5))
+        assert(readers[2]:acquire(5))
+        local node = readers[1]:node()
+        assert.equal(node, readers[2]:node())
+        assert(lockmod.revoke(other, node))
+        assert.truthy(zk.wait_until(function() return #asked == 2 end, 10, c))
+        table.sort(asked)
+        assert.same({ "r1", "r2" }, asked)
+        -- No reader joins a revoked node.
+        assert(readers[3]:acquire(5))
+        assert.not_equal(node, readers[3]:node())
+        for i = 1, 3 do
+            assert(readers[i]:release())
+        end
+    end)
+
     it("lets a queued owner time out and leaves the queue clean", function()
         local lock = c:lock("/l", { cohort = true, cohort_time = 60 })   -- holds 0.3 s
         local res = {}
@@ -601,5 +682,329 @@ describe("lock cohort beside Curator's InterProcessMutex #zk #nosan", function()
         local acquired, shared = beside_curator({ "read", "write" }, RW_COHORT_PEER, 8)
         assert.equal(5 * 8, acquired)
         assert.is_true(shared > 0, "no reader joined a shared node")
+    end)
+end)
+
+
+-- ---------------------------------------------------------------------------
+-- Under faults (the chaos tool's kinds: server kills, a paused holder, an
+-- expired session): 3 contender processes x 8 coroutines on one cohort lock
+-- against a 3-node ensemble, every holder writing its token
+-- (cohort.number(czxid, n)) to the chaos run's fenced resource
+-- (tools/chaos/resource.lua: refuses a token below the last accepted).
+
+-- A contender process: 8 coroutines looping acquire / two fenced writes /
+-- release until DIR/stop; publishes its session (for the expiry) in
+-- DIR/c<ID>.session; writes its grants and state changes to DIR/c<ID>.out
+-- at the end:
+--   G who token enter_t leave_t notice    (notice: "-", "heldfalse", "fenced", "release:<err>")
+--   S state t
+local FAULT_CONTENDER = [[
+local servers, dir, id, st = ...
+id, st = tonumber(id), tonumber(st)
+package.path = "tools/?.lua;" .. package.path
+local zkcoord = require "zkcoord"
+local cohort = require "zkcoord.cohort"
+local proc = require "helpers.proc"
+local resource = require "chaos.resource"
+local hex = require("chaos.util").hex
+local now = zkcoord.now
+local hard = now() + 120
+local function stopping() return proc.file_exists(dir .. "/stop") or now() > hard end
+local c
+while not c and not stopping() do
+    c = zkcoord.connect { servers = servers, session_timeout = st, connect_timeout = 10,
+                          logger = function() end }
+end
+local out = {}
+local function publish()
+    local sid, pw = c:session_id(), c:session_password()
+    if sid and pw then
+        proc.write_file_atomic(("%s/c%d.session"):format(dir, id), sid .. " " .. hex(pw) .. "\n")
+    end
+end
+publish()
+c:on_state(function(new)
+    out[#out + 1] = ("S %s %.6f"):format(new, now())
+    if new == "connected" then publish() end
+end)
+local res = assert(resource.open(dir .. "/lock.res"))
+local lock = c:lock("/lock", { cohort = true, cohort_handoffs = 8, cohort_time = 0.05 })
+local fails = 0
+for k = 1, 8 do
+    c:spawn(function()
+        local seq = 0
+        while not stopping() do
+            seq = seq + 1
+            local ok = lock:acquire(3)
+            if ok then
+                local tok = assert(cohort.number(lock:token()))
+                local who = ("p%d.%d.%d"):format(id, k, seq)
+                local t0, notice = now(), nil
+                for step = 1, 2 do
+                    if not lock:held() then notice = "heldfalse" break end
+                    local acc = res:offer(tok, who, 10)
+                    if acc == false then notice = "fenced" break end
+                    if step == 1 then c:waiter():sleep(0.003) end
+                end
+                local t1 = now()
+                local rok, rerr = lock:release()
+                if not rok then notice = notice or ("release:" .. tostring(rerr)) end
+                out[#out + 1] = ("G %s %.0f %.6f %.6f %s"):format(who, tok, t0, t1, notice or "-")
+            else
+                fails = fails + 1
+            end
+            c:waiter():sleep(0.001 * math.random(0, 5))
+        end
+    end)
+end
+c:run(150)
+out[#out + 1] = "F " .. fails
+out[#out + 1] = "done"
+c:close()
+res:close()
+proc.write_file(("%s/c%d.out"):format(dir, id), table.concat(out, "\n") .. "\n")
+]]
+
+
+-- The checker: mutual exclusion and token order from the grants and the
+-- resource's decision log; returns a list of violations.
+local function check_fault_run(dir, grants, states, windows, st)
+    package.path = "tools/?.lua;" .. package.path
+    local resource = require "chaos.resource"
+    local bad = {}
+    local function violation(fmt, ...) bad[#bad + 1] = fmt:format(...) end
+
+    -- Excused: a grant that noticed its loss, or whose process had a fault
+    -- (pause, expiry) or lost its session around it. Not a suspended
+    -- connection (a server kill): the session and the node live on.
+    local function excused(g)
+        if g.notice ~= "-" then
+            return "notice"
+        end
+        for _, w in ipairs(windows[g.pid] or {}) do
+            if w[1] <= g.leave + 1 and w[2] >= g.enter - st - 1 then
+                return "fault"
+            end
+        end
+        for _, s in ipairs(states[g.pid] or {}) do
+            if s.new == "lost" and s.t >= g.enter - st - 1 and s.t <= g.leave + 1 then
+                return "state:" .. s.new
+            end
+        end
+        return false
+    end
+    local why = {}
+    for _, g in ipairs(grants) do
+        g.excused = excused(g)
+        if g.excused then why[g.excused] = (why[g.excused] or 0) + 1 end
+    end
+
+    -- Mutual exclusion: overlapping grants (any two coroutines, local ones
+    -- too) only when the older (lower token) one had lost its lock.
+    table.sort(grants, function(a, b) return a.enter < b.enter end)
+    local overlaps = 0
+    for i, g in ipairs(grants) do
+        for j = i + 1, #grants do
+            local h = grants[j]
+            if h.enter >= g.leave then break end
+            local old, new = g, h
+            if h.token < g.token then old, new = h, g end
+            if old.excused then
+                overlaps = overlaps + 1
+            else
+                violation("two live holders: %s (%.0f) [%.4f, %.4f] and %s (%.0f) [%.4f, %.4f]",
+                          old.who, old.token, old.enter, old.leave,
+                          new.who, new.token, new.enter, new.leave)
+            end
+        end
+    end
+
+    -- Token order: a live grant's token is above every live grant that
+    -- ended before it began.
+    local by_leave = {}
+    for _, g in ipairs(grants) do
+        if not g.excused then by_leave[#by_leave + 1] = g end
+    end
+    table.sort(by_leave, function(a, b) return a.leave < b.leave end)
+    local next_, max, max_who = 1, -1, nil
+    for _, g in ipairs(grants) do
+        while by_leave[next_] and by_leave[next_].leave < g.enter do
+            local e = by_leave[next_]
+            if e.token > max then max, max_who = e.token, e.who end
+            next_ = next_ + 1
+        end
+        if not g.excused and g.token <= max then
+            violation("token order: %s has %.0f, not above %s's %.0f", g.who, g.token,
+                      max_who, max)
+        end
+    end
+
+    -- The fenced resource: accepted tokens strictly increase across grants;
+    -- a refusal only below the last accepted; every write inside a grant.
+    local by_who = {}
+    for _, g in ipairs(grants) do by_who[g.who] = g end
+    local last, last_who = -1, nil
+    local entries = resource.read(dir .. "/lock.res")
+    for i, e in ipairs(entries) do
+        if e.malformed then
+            violation("resource line %d malformed", i)
+        elseif e.ok then
+            if e.token < last or (e.token == last and e.who ~= last_who) then
+                violation("stale write accepted: line %d %s %.0f after %s %.0f", i, e.who,
+                          e.token, tostring(last_who), last)
+            end
+            last, last_who = e.token, e.who
+        elseif e.token >= last then
+            violation("line %d refused %.0f above the last accepted %.0f", i, e.token, last)
+        end
+        local g = e.who and by_who[e.who]
+        if not e.malformed and (not g or g.token ~= e.token or e.t < g.enter
+                                or e.t > g.leave + 0.001) then
+            violation("write outside a grant: line %d %s", i, tostring(e.who))
+        end
+    end
+    local excused_n, whys = 0, {}
+    for k, n in pairs(why) do
+        excused_n = excused_n + n
+        whys[#whys + 1] = k .. " " .. n
+    end
+    table.sort(whys)
+    return bad, ("%d writes, %d grants excused (%s), %d overlaps excused"):format(#entries,
+        excused_n, table.concat(whys, ", "), overlaps)
+end
+
+
+-- 23-34 s at load 1-10 (the ensemble's start, 17 s of faults, the stop). At
+-- load 1: 4,323 grants (3,841 local handoffs), 1,178 excused (a fault on
+-- their process around them, or they noticed), 302 overlaps all of an
+-- excused older grant, 0 violations. With local handoffs that do not bump
+-- n, it fails (token order, and the resource accepts one token twice).
+describe("lock cohort under faults #zk #slow", function()
+    local zkserver = require "helpers.zkserver"
+
+    it("keeps mutual exclusion and token order across 3 processes x 8 coroutines while "
+       .. "servers are killed, a holder paused and sessions expired", function()
+        package.path = "tools/?.lua;" .. package.path
+        local hex = require "chaos.util"
+        local proc = zk.proc
+        local now = zkcoord.now
+        local ST = 3         -- contenders' session timeout (the ensemble's tick is 0.5 s)
+        local dir = assert(proc.mktemp_dir("zkcoord-cohort-faults-"))
+        local ens = assert(zkserver.start_ensemble { size = 3, tick_time = 500, timeout = 120 })
+        local admin = assert(zkcoord.connect { servers = ens.hosts, session_timeout = 10,
+                                               connect_timeout = 30, logger = function() end })
+        assert(admin:create("/lock"))
+        local pids, windows, faults = {}, {}, {}
+        for i = 1, 3 do
+            pids[i] = assert(zk.spawn_lua(FAULT_CONTENDER, { ens.hosts, dir, i, ST },
+                                          ("%s/c%d.log"):format(dir, i)))
+            windows[i] = {}
+        end
+        local function fault(kind, i, from)
+            faults[#faults + 1] = kind
+            if i then
+                local w = windows[i]
+                w[#w + 1] = { from, now() }
+            end
+        end
+        -- The contender whose session owns the first node in line (the
+        -- holder); any one when the line is empty.
+        local function holder()
+            local names = admin:children("/lock") or {}
+            table.sort(names, function(a, b)
+                return tonumber(a:match("(%d+)$")) < tonumber(b:match("(%d+)$"))
+            end)
+            local st = names[1] and admin:exists("/lock/" .. names[1])
+            for i = 1, 3 do
+                local sid = (proc.read_file(("%s/c%d.session"):format(dir, i)) or ""):match("^(%x+)")
+                if st and sid == st.ephemeral_owner then
+                    return i
+                end
+            end
+            return math.random(1, 3)
+        end
+        local function expire(i)
+            local from = now()
+            local sid, pw = (proc.read_file(("%s/c%d.session"):format(dir, i)) or "")
+                :match("^(%x+) (%x+)")
+            for _ = 1, sid and 3 or 0 do       -- a server may be restarting
+                local o, err = zkcoord.connect { servers = ens.hosts, session_id = sid,
+                                                 session_password = hex.unhex(pw),
+                                                 connect_timeout = 3, session_timeout = ST,
+                                                 reconnect = false, logger = function() end }
+                if o then o:close() end
+                if o or err == "sessionexpired" then
+                    fault("expire_session", i, from)
+                    return
+                end
+            end
+        end
+        local function kill_server(idx, kind)
+            assert(ens:wait_ready(60))
+            idx = idx or ens:leader()
+            ens.servers[idx]:kill()
+            fault(kind)
+            proc.sleep(2)
+            ens.servers[idx]:start { wait = false }
+        end
+
+        proc.sleep(3)                                 -- the contenders get going
+        kill_server(nil, "kill_leader")
+        proc.sleep(2)
+        local p, from = holder(), now()
+        proc.kill(pids[p], "STOP")                    -- past its session timeout
+        proc.sleep(ST + 1.5)
+        proc.kill(pids[p], "CONT")
+        fault("pause_holder", p, from)
+        proc.sleep(1.5)
+        expire(holder())
+        proc.sleep(1.5)
+        local leader = assert(ens:wait_ready(60)) and ens:leader()
+        kill_server(leader % 3 + 1, "kill_follower")
+        proc.sleep(1.5)
+        expire(holder())
+        proc.sleep(2)
+        proc.write_file(dir .. "/stop", "stop\n")
+
+        local grants, states, fails, locals = {}, {}, 0, 0
+        for i = 1, 3 do
+            -- acquire(3) and a pause's reconnect bound a contender's stop
+            assert.is_true(proc.wait_exit(pids[i], 60), "contender " .. i .. " did not stop")
+            local text = proc.read_file(("%s/c%d.out"):format(dir, i))
+            assert.truthy(text and text:find("\ndone\n"),
+                          "contender " .. i .. ": " .. tostring(proc.read_file(
+                              ("%s/c%d.log"):format(dir, i))))
+            states[i] = {}
+            for l in text:gmatch("[^\n]+") do
+                local who, tok, t0, t1, notice = l:match("^G (%S+) (%d+) (%S+) (%S+) (%S+)$")
+                if who then
+                    grants[#grants + 1] = { who = who, token = tonumber(tok), enter = tonumber(t0),
+                                            leave = tonumber(t1), notice = notice, pid = i }
+                    if tonumber(tok) % 4096 > 0 then locals = locals + 1 end
+                end
+                local s, t = l:match("^S (%S+) (%S+)$")
+                if s then states[i][#states[i] + 1] = { new = s, t = tonumber(t) } end
+                fails = fails + (tonumber(l:match("^F (%d+)$")) or 0)
+            end
+        end
+        local bad, figures = check_fault_run(dir, grants, states, windows, ST)
+        local report = ("%d grants (%d local handoffs), %d failed acquires, %s, faults: %s\n%s")
+            :format(#grants, locals, fails, figures, table.concat(faults, " "),
+                    table.concat(bad, "\n", 1, math.min(#bad, 20)))
+        -- Every node goes (the contenders closed their sessions).
+        local empty = zk.wait_until(function()
+            local kids = admin:children("/lock")
+            return kids and #kids == 0
+        end, 10 + ST)
+        admin:close()
+        ens:destroy()
+        assert.equal(0, #bad, report)
+        assert.truthy(empty, "lock nodes left behind")
+        assert.equal(5, #faults, report)
+        -- The work went on around the faults, local handoffs included
+        -- (measured at load 1: 4,426 grants, 3,933 of them local handoffs).
+        assert.is_true(#grants >= 100 and locals >= 20, report)
+        proc.rm_rf(dir)
     end)
 end)

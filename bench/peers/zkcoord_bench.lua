@@ -29,7 +29,10 @@
 -- combining of adds (that is counter_coroutines).
 -- lock_one_session_cohort, rwlock_one_session_cohort: the same with the
 -- recipe's cohort = true (zkcoord.cohort: the coroutines share one node;
--- lock handoffs and read joins are local).
+-- lock handoffs and read joins are local); the lock's print node_waits=,
+-- node_wait_p50_ms=, node_wait_p99_ms= and node_wait_max_ms= (node_wait). lock_uncontended_cohort and
+-- lock_contended_cohort: lock_uncontended and lock_contended with
+-- cohort = true (one owner per process: the cohort's cost alone).
 -- These print threads= (sessions or coroutines) and thread_min= (the
 -- fewest cycles of one of them).
 local root = (arg[0]:match("^(.*)/bench/peers/[^/]*$") or ".")
@@ -60,7 +63,8 @@ local SCENARIOS = { lock_uncontended = true, lock_contended = true, rwlock = tru
                     lock_sessions = true, rwlock_sessions = true, counter_sessions = true,
                     lock_one_session = true, rwlock_one_session = true,
                     counter_one_session = true, lock_one_session_cohort = true,
-                    rwlock_one_session_cohort = true }
+                    rwlock_one_session_cohort = true, lock_uncontended_cohort = true,
+                    lock_contended_cohort = true }
 
 local scen, hosts, path, duration, extra = arg[1], arg[2], arg[3], tonumber(arg[4]), arg[5]
 if not (scen and hosts and path and duration) then
@@ -158,6 +162,18 @@ end
 
 local lat, nlat = {}, 0
 local reads, writes = 0, 0
+
+-- With cohort = true: the waits of this process's cohort for a node of
+-- its own (the first grant of a node, n = 0), each from the release that
+-- let the previous node go; with another process on the lock, the wait of
+-- a remote waiter (the other cohort held meanwhile, within its bound).
+local last_release, node_waits = nil, {}
+local function node_wait(lock)
+    local _, n = lock:token()
+    if n == 0 and last_release then
+        node_waits[#node_waits + 1] = now() - last_release
+    end
+end
 local counter_objs = {}
 -- math.random is seeded from /dev/urandom by zkcoord.queue (node names need it).
 
@@ -191,13 +207,18 @@ local function make_cycle(p, cl)
             l:release()        -- the critical section is empty
         end
     else
-        local lock = cl:lock(p, scen:match("_cohort$") and { cohort = true } or nil)
+        local cohort = scen:match("_cohort$") ~= nil
+        local lock = cl:lock(p, cohort and { cohort = true } or nil)
         return function()
             local ok, err = lock:acquire(ACQUIRE_TIMEOUT)
             if not ok then
                 die("acquire", err)
             end
+            if cohort then
+                node_wait(lock)
+            end
             lock:release()     -- the critical section is empty
+            last_release = now()
         end
     end
 end
@@ -309,6 +330,7 @@ if warmup > 0 then
     run(wp, now() + warmup, false)
     reads, writes = 0, 0
     counter_objs = {}
+    last_release, node_waits = nil, {}
 end
 
 local t0 = barrier()
@@ -335,6 +357,15 @@ if coroutines then
 end
 if recipe == "rwlock" then
     parts[#parts + 1] = ("reads=%d writes=%d"):format(reads, writes)
+end
+parts[#parts + 1] = ("max_ms=%.3f"):format(nlat > 0 and lat[nlat] * 1000 or 0)
+if #node_waits > 0 then
+    table.sort(node_waits)
+    local function wp(q)
+        return node_waits[math.floor(q * (#node_waits - 1) + 0.5) + 1] * 1000
+    end
+    parts[#parts + 1] = ("node_waits=%d node_wait_p50_ms=%.3f node_wait_p99_ms=%.3f"
+                         .. " node_wait_max_ms=%.3f"):format(#node_waits, wp(0.5), wp(0.99), wp(1))
 end
 if inproc then
     local fewest = math.huge

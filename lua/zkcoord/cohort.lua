@@ -26,6 +26,14 @@
 -- waiter joins the line at once with a new node (as a waiting acquire
 -- without a cohort joins again): no owner is ever handed a lost node.
 --
+-- Revocation (Curator's "__REVOKE__" in the node, zkcoord.lock.revoke):
+-- the node's data is watched once a holder whose lock has on_revoke
+-- callbacks holds it (re-armed across local handoffs). A request reaches
+-- the holders of the node at that time (an rwlock's readers: each), with
+-- their own owners; a revoked node is never passed on locally (nor joined
+-- by readers): its last release deletes it and the next local owner joins
+-- the line again, behind the one that asked.
+--
 -- Fencing: grant n (0 for the node's first, then 1, 2 ... for each local
 -- handoff) of the node with create zxid czxid has the token pair
 -- (czxid, n). Grants of one lock follow the order of their nodes' czxids,
@@ -52,10 +60,11 @@ local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 
 local now, remaining = core.now, util.remaining
-local type, setmetatable, math_floor = type, setmetatable, math.floor
+local type, pairs, setmetatable, math_floor = type, pairs, setmetatable, math.floor
 
 local _M = { _VERSION = require("zkcoord.version") }
 
+local REVOKE = "__REVOKE__"     -- Curator's LockInternals.REVOKE_MESSAGE
 local LOCAL_BITS = 12
 local LOCAL_MAX = 2 ^ LOCAL_BITS - 1     -- local grants of one node: n <= LOCAL_MAX
 local EXACT = 2 ^ 53
@@ -244,6 +253,67 @@ local function watch_remote(rec)
 end
 
 
+-- Revocation. The holds of node `rec` now (exclusive: one; shared: the
+-- generation's readers).
+local function each_holder(rec, fn)
+    if rec.gen then
+        for h in pairs(rec.gen.holds) do
+            fn(h, rec)
+        end
+    elseif rec.cohort.rec == rec and rec.cohort.holder then
+        fn(rec.cohort.holder, rec)
+    end
+end
+
+-- Tells hold `h` (once) of a revocation request for node `rec`, if its
+-- lock listens and its acquire returned (a hold woken but not yet resumed
+-- is told by _M.listen's read, after its acquire returns).
+local function tell_revoke(h, rec)
+    if h.granted and not h.revoked and #h.revoke_fns > 0 then
+        h.revoked = true
+        util.call_all(h.lock.client, h.revoke_fns, "lock on_revoke", h.owner, rec.q:node())
+    end
+end
+
+local function node_revoked(rec)
+    rec.revoked = true
+    local g = rec.gen
+    if g and g.c.open == g then
+        g.c.open = nil      -- no reader joins it any more
+    end
+    each_holder(rec, tell_revoke)
+end
+
+local watch_revoke
+
+local function revoke_watcher(rec)
+    return function(ev)
+        if ev.type == "changed" and rec.q:is_through() then
+            watch_revoke(rec)
+        end
+    end
+end
+
+local function revoke_reply(rec)
+    return function(data)
+        if data == REVOKE and rec.q:is_through() then
+            node_revoked(rec)
+        end
+    end
+end
+
+-- Reads the node's data with a watch, without waiting; the delete of the
+-- node fires the watch at the latest.
+function watch_revoke(rec)
+    rec.revoke_watched = true
+    local node = rec.q:node()
+    if node then
+        local c = rec.cohort or rec.gen.c
+        c.client:send("get", node, revoke_watcher(rec)):on_done(revoke_reply(rec))
+    end
+end
+
+
 -- The node serves several owners from the first local waiter on: watch
 -- the line (remote waiters) and the node (loss), once each per node.
 local function start_watching(c)
@@ -347,7 +417,7 @@ local function release_exclusive(h)
     end
     local rec = c.rec
     local q = rec.q
-    if c.head <= c.tail and q:is_through() and within_bound(c, h.opts) then
+    if c.head <= c.tail and q:is_through() and not rec.revoked and within_bound(c, h.opts) then
         local e = pop(c)
         if e then
             c.n = c.n + 1
@@ -447,7 +517,7 @@ function gen_pass_lead(g)
 end
 
 local function joinable(g, opts)
-    if g.state ~= "held" or not g.rec.q:is_through() or g.joins > LOCAL_MAX then
+    if g.state ~= "held" or g.rec.revoked or not g.rec.q:is_through() or g.joins > LOCAL_MAX then
         return false
     end
     if not g.remote then
@@ -655,6 +725,36 @@ function _M.release(h)
         return release_shared(h)
     end
     return release_exclusive(h)
+end
+
+
+--- Hold `h` holds and its acquire returned (or on_revoke was registered
+--- since): watch its node for revocation requests if its lock listens.
+function _M.listen(h)
+    h.granted = true
+    if #h.revoke_fns == 0 or h.revoked then
+        return
+    end
+    local rec
+    if h.gen then
+        rec = h.gen.holds[h] and h.gen.rec
+    elseif h.cohort.holder == h then
+        rec = h.cohort.rec
+    end
+    if not rec then
+        return
+    end
+    if not rec.revoke_watched then
+        watch_revoke(rec)
+    elseif rec.revoked then
+        -- Asked before this hold was ours to tell: tell it the way a
+        -- new watch would, from the reply (not inside acquire).
+        h.lock.client:send("get", rec.q:node()):on_done(function(data)
+            if data == REVOKE and rec.q:is_through() then
+                each_holder(rec, function(x) if x == h then tell_revoke(h, rec) end end)
+            end
+        end)
+    end
 end
 
 

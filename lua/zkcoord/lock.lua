@@ -227,12 +227,13 @@ function _M:acquire(timeout)
     end
     if self._opts.cohort and d == self._driver then
         h = { count = 1, lock = self, owner = owner, forget = forget_hold,
-              opts = self._opts, lost_fns = self._lost_fns }
+              opts = self._opts, lost_fns = self._lost_fns, revoke_fns = self._revoke_fns }
         local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
         if not ok then
             return nil, err
         end
         self._holds[owner] = h
+        cohort.listen(h)     -- revocation requests, if on_revoke is registered
         return true
     end
     local q = line.new(self.client, self.path, d, self._opts.data)
@@ -370,7 +371,9 @@ function _M:on_revoke(fn)
     check_self(self, "on_revoke")
     util.add_fn(self._revoke_fns, fn, "on_revoke")
     for _, h in pairs(self._holds) do
-        if not h.revoke_watched then
+        if h.cohort then
+            cohort.listen(h)
+        elseif not h.revoke_watched then
             h.revoke_watched = true
             watch_revoke(h)
         end
