@@ -30,6 +30,38 @@ local function mark(kind, count_kinds)
 end
 local function unmark(kind) assert(c:delete(markers .. "/" .. kind .. "-" .. name)) end
 say("ready")
+-- "<mode>_cohort": 4 coroutines of this process share one node (cohort =
+-- true), the rounds split among them, each with its own mark
+local base = mode:match("^(.*)_cohort$")
+if base then
+    local K = 4
+    for k = 1, K do
+        c:spawn(function()
+            local rw = base ~= "lock" and c:rwlock(path, { cohort = true })
+            local l = base == "lock" and c:lock(path, { cohort = true })
+                      or base == "write" and rw:write_lock() or rw:read_lock()
+            local me = name .. "-" .. k
+            for _ = 1, rounds / K do
+                local ok, err = l:acquire(20)
+                if not ok then say("error " .. tostring(err)) return end
+                local kind = base == "read" and "r" or "w"
+                assert(c:create(markers .. "/" .. kind .. "-" .. me, "", { ephemeral = true }))
+                local n = 0
+                for _, m in ipairs(assert(c:children(markers))) do
+                    if (base == "read" and "w" or "wr"):find(m:sub(1, 1), 1, true) then n = n + 1 end
+                end
+                say("acquired " .. n)
+                if n > (base == "read" and 0 or 1) then say("violation " .. n) end
+                c:waiter():sleep(hold)
+                assert(c:delete(markers .. "/" .. kind .. "-" .. me))
+                l:release()
+                say("released")
+            end
+        end)
+    end
+    assert(c:run(80))
+    rounds = 0
+end
 for _ = 1, rounds do
     if mode == "lock" or mode == "read" or mode == "write" then
         local l = mode == "lock" and c:lock(path)
@@ -121,6 +153,7 @@ describe("side by side with Curator #zk #nosan", function()
     -- Runs `each` Curator and `each` zkcoord contenders (modes[i] for the
     -- i-th of each side) on one path; returns every contender's log lines.
     local function run(modes, rounds, hold_ms, max)
+        -- Curator's side takes the mode without "_cohort"
         local path, markers = root .. "/r", root .. "/markers"
         assert(zk.admin():create(markers))
         local logs = {}
@@ -129,11 +162,12 @@ describe("side by side with Curator #zk #nosan", function()
                 local name = side .. i
                 local log = ("%s/%s-%d-%s.log"):format(zk.tmpdir(), root:gsub("/", "_"), i, side)
                 os.remove(log)
-                local args = { mode, path, markers, name, rounds, hold_ms, max or 1 }
+                local m = side == "java" and mode:gsub("_cohort$", "") or mode
+                local args = { m, path, markers, name, rounds, hold_ms, max or 1 }
                 local pid
                 if side == "java" then
                     pid = assert(proc.spawn({ "java", "-Xss512k", "-XX:TieredStopAtLevel=1",
-                                              "-cp", cp, "CuratorPeer", mode, zk.hosts(),
+                                              "-cp", cp, "CuratorPeer", m, zk.hosts(),
                                               unpack(args, 2) },
                                             { stdout = log, stderr = log }))
                 else
@@ -183,6 +217,18 @@ describe("side by side with Curator #zk #nosan", function()
 
     it("rwlock: Curator's and zkcoord's readers and writers", function()
         check(run({ "write", "read", "read" }, 6, 30), 6)
+    end)
+
+    -- issue 25: the cohort shares one node among the process's owners; to
+    -- Curator it is one contender in line like any other
+    it("lock with cohort = true: Curator's InterProcessMutex and 4 coroutines exclude each other",
+       function()
+        check(run({ "lock_cohort", "lock_cohort" }, 8, 30), 8)
+    end)
+
+    it("rwlock with cohort = true: Curator's readers and writers, and cohorts of readers",
+       function()
+        check(run({ "write_cohort", "read_cohort", "read_cohort" }, 8, 30), 8)
     end)
 
     it("semaphore: InterProcessSemaphoreV2 and zkcoord share 2 leases", function()
