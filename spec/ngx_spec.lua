@@ -755,7 +755,12 @@ describe("ngx #zk #ngx", function()
         end
         print(("\n[ngx] 200 lock requests (5 ms hold) across 2 workers: %.2f s, grants per worker: %s")
               :format(took, summary(per_worker)))
-        assert.are.equal(0, lock_children(admin, root .. "/l"))
+        -- release() does not wait for its delete: the last request's node
+        -- may still be on its way (CI, ASan at load 9: 1 left at once); a
+        -- node left for good still fails
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/l") == 0
+        end, 10), "lock nodes left: " .. lock_children(admin, root .. "/l"))
         no_crash(A)
     end)
 
