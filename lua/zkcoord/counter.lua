@@ -378,7 +378,8 @@ end
 
 
 --- Attempt counts since this object was made: successful adds, versioned
---- writes tried, and writes that lost a race ("badversion").
+--- writes tried, and those that wrote nothing (a lost race, "badversion";
+--- a turn the next in line ended; a lost reply found not applied).
 ---@return table stats { adds =, cas_attempts =, cas_failures = }
 function _M:stats()
     check_self(self, "stats")

@@ -288,6 +288,7 @@ local function write_as_head(self, place, data, vstat)
                                or (cas_err and cas_err ~= "runtimeinconsistency")) then
         return leave(self, node, merr)
     end
+    st.cas_failures = st.cas_failures + 1    -- nothing written: again
     return false
 end
 
@@ -381,6 +382,7 @@ function _M.add_in_turn(self, compute)
             -- line ended our turn (deleted it) and is about to write as the
             -- head. Nothing was written: queue behind it.
             self._turn, self._version = nil, nil
+            st.cas_failures = st.cas_failures + 1
             return nil, nil, "line"
         end
     end
@@ -395,6 +397,7 @@ function _M.add_in_turn(self, compute)
         elseif unknown == nil and cas_err ~= "runtimeinconsistency" and cas_err ~= "nonode" then
             return nil, merr
         end
+        st.cas_failures = st.cas_failures + 1    -- nothing written
     end
     return nil, nil, "line"
 end

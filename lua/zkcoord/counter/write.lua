@@ -235,6 +235,7 @@ function _M.update_fast(self, compute, no_line)
                 elseif unknown == nil and serr ~= "nonode" then
                     return nil, serr   -- (nonode: deleted, the next read creates it)
                 end
+                st.cas_failures = st.cas_failures + 1    -- nothing written: again
             end
         end
     end
