@@ -14,14 +14,15 @@
  *
  * The same thread is the handshake watchdog: while the handle waits for a
  * server's handshake reply longer than Lua allows (handshake_timeout, 0.5 s
- * by default, doubling), it drops that attempt (reconnect.c). libzookeeper alone would
- * wait 2/3 of the session timeout, which a server that never answers
- * (ZOOKEEPER-5051) turns into a lost session after a short outage.
+ * by default, doubling), it drops that attempt (reconnect.c). libzookeeper
+ * alone would wait 2/3 of the session timeout, which a server that never
+ * answers (ZOOKEEPER-5051) turns into a lost session after a short outage.
  *
  * Threads: the heartbeat thread calls only zoo_state, zoo_aexists and
  * zoo_set_servers on the handle (all safe from any thread in
  * libzookeeper_mt) and is joined before zookeeper_close. heartbeat_heard,
- * heartbeat_connected and heartbeat_disconnected run on libzookeeper's threads (or on the Lua thread inside zookeeper_close).
+ * heartbeat_connected and heartbeat_disconnected run on libzookeeper's
+ * threads (or on the Lua thread inside zookeeper_close).
  * A stopped process stops this thread too: that is why Lua checks the
  * clock itself when it resumes, rather than trusting the thread.
  */
