@@ -587,6 +587,9 @@ local function count_status(results)
     local c = {}
     for _, r in ipairs(results) do
         local k = r.status and tostring(r.status) or ("error " .. tostring(r.err))
+        if r.status and r.status ~= 200 and r.body then
+            k = k .. " (" .. (r.body:match("^[^\n]*") or "") .. ")"   -- the error, for the report
+        end
         c[k] = (c[k] or 0) + 1
     end
     return c
@@ -1540,7 +1543,7 @@ describe("ngx #zk #ngx", function()
             proc.sleep(0.2)
             assert(holder:release())
             local counts = count_status(batch:collect(20))
-            assert.are.equal(30, counts["200"], summary(counts))
+            assert.are.equal(30, counts["200"], summary(counts) .. "\n" .. R:log_tail())
             if how == "reload" then
                 assert.truthy(zk.wait_until(function() return alive_count(old) == 0 end, 3),
                               "old workers still alive")

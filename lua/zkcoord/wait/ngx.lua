@@ -83,6 +83,7 @@ function _M.new(client, pump)
         pump = pump or client:pump(),
         waiting = 0,          -- coroutines blocked in Event:wait
         pumping = false,
+        looping = false,      -- a pump or poll loop runs (or its timer is scheduled)
         runner = false,       -- a callback-runner timer is scheduled
         live = {},            -- events a coroutine is blocked on (set of events)
         sets = 0,             -- events set and callbacks deferred (the poll loop's progress)
@@ -138,6 +139,8 @@ function Event:wait(timeout)
     if w.parked then
         w.parked = false
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
+    elseif not w.looping then
+        w:_restart_loop()       -- the exit drain ended, and a request waits again
     end
     self.co = running()
     ticker.note_client(self)
@@ -314,12 +317,15 @@ end
 -- The pump.
 
 function _M:_start_pump()
+    self.looping = true
     local ok, err = ngx.timer.at(0, function(premature)
         if not premature then
             self:_pump_loop()
         end
+        self.looping = false
     end)
     if not ok then
+        self.looping = false
         error("zkcoord: cannot start the nginx pump timer: " .. tostring(err), 3)
     end
     -- The sentinel: fired early (premature) when the worker exits.
@@ -389,6 +395,28 @@ function _M:_pump_loop()
     end
     self.pumping = false
     sock:close()
+end
+
+
+-- The exit drain ends when no request waits; a request of the exiting
+-- worker that then waits again (a lock's waiter re-reading the line after
+-- its turn came) would have no loop to wake it: poll again. A timer with
+-- no delay may still be made while the worker exits.
+function _M:_restart_loop()
+    if self.client:is_closed() then
+        return
+    end
+    self.looping = true
+    local ok, err = ngx.timer.at(0, function(premature)
+        if not premature then
+            self:_poll_loop()
+        end
+        self.looping = false
+    end)
+    if not ok then
+        self.looping = false
+        log(ERR, "zkcoord: cannot restart the poll loop: ", err)
+    end
 end
 
 
