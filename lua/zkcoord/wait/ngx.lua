@@ -37,6 +37,7 @@ local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
 local LEVELS = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
 local arm, ctx_ref = ticker.arm, ticker.ctx_ref
+local restart_loop      -- below, with the loops
 
 local function get_ctx()
     return ngx.ctx
@@ -140,7 +141,7 @@ function Event:wait(timeout)
         w.parked = false
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
     elseif not w.looping then
-        w:_restart_loop()       -- the exit drain ended, and a request waits again
+        restart_loop(w)         -- the exit drain ended, and a request waits again
     end
     self.co = running()
     ticker.note_client(self)
@@ -402,7 +403,7 @@ end
 -- worker that then waits again (a lock's waiter re-reading the line after
 -- its turn came) would have no loop to wake it: poll again. A timer with
 -- no delay may still be made while the worker exits.
-function _M:_restart_loop()
+function restart_loop(self)
     if self.client:is_closed() then
         return
     end
