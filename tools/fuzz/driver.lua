@@ -42,6 +42,23 @@ local function client_method(rec, unbounded_call)
     return name
 end
 
+-- Something else as self. With a wait without bound in the arguments, not
+-- the main client nor an object of the pool: those are not guarded, so the
+-- wait would really last (dispatch(main, 86400) hung a CI run).
+local function wrong_self(unbounded)
+    for _ = 1, 100 do
+        local v = V.any_value()
+        local real = S.main and v == S.main.c
+        for _, o in ipairs(S.objects) do
+            real = real or v == o.obj
+        end
+        if not (unbounded and real) then
+            return v
+        end
+    end
+    return nil
+end
+
 function _M.call_client(rec, unbounded_call)
     S.oversize = false
     local name = client_method(rec, unbounded_call)
@@ -50,7 +67,7 @@ function _M.call_client(rec, unbounded_call)
     local self = rec.c
     local fn = rec.c[name]
     if chance(0.04) then
-        self = V.any_value()
+        self = wrong_self(unbounded_call or world.unbounded_ok(rec))
         if entry.closes and S.main and self == S.main.c then
             self = nil    -- a right self after all: closing the main client is no bug
         end
@@ -89,7 +106,7 @@ function _M.call_object(o, bounded)
     local fn = o.obj[name]
     local self = o.obj
     if chance(0.04) or type(fn) ~= "function" then
-        self = V.any_value()
+        self = wrong_self(not bounded and world.unbounded_ok(o.owner))
         S.wrong_self_calls = S.wrong_self_calls + 1
         -- the method itself, called on something else
         if type(fn) ~= "function" then
