@@ -4,6 +4,7 @@
 -- together (none before all started leaving).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local event_log = require "helpers.events"
 
 -- A double-barrier participant. args: path, name, arrive delay, work time.
 local PARTICIPANT = [[
@@ -28,17 +29,6 @@ if not ok then log("error", err) os.exit(1) end
 log("left")
 c:close()
 ]]
-
-local function read_events(file)
-    local out = {}
-    for line in (proc.read_file(file) or ""):gmatch("[^\n]+") do
-        local what, t, extra = line:match("^(%S+) (%S+) ?(.*)$")
-        if what then
-            out[what] = { t = tonumber(t), extra = extra }
-        end
-    end
-    return out
-end
 
 
 describe("barrier #zk", function()
@@ -188,7 +178,7 @@ describe("double barrier #zk", function()
         end
         local ev = {}
         for i = 1, 3 do
-            ev[i] = read_events(logs[i])
+            ev[i] = event_log.last_by_what(event_log.read(logs[i]))
             assert.is_nil(ev[i].error, proc.read_file(logs[i]))
             for _, what in ipairs({ "arrive", "entered", "leaving", "left" }) do
                 assert.truthy(ev[i][what], "p" .. i .. " did not log " .. what .. ": "

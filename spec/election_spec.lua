@@ -4,6 +4,7 @@
 -- successor is elected within about a session timeout).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local event_log = require "helpers.events"
 
 -- A contender process. args: path, name, mode ("rounds" | "hold"), rounds.
 -- Writes "<event> <monotonic time>" lines to stdout (its own log file).
@@ -41,26 +42,6 @@ end
 log("done")
 c:close()
 ]]
-
-local function read_events(file)
-    local out = {}
-    for line in (proc.read_file(file) or ""):gmatch("[^\n]+") do
-        local what, t, extra = line:match("^(%S+) (%S+) ?(.*)$")
-        if what then
-            out[#out + 1] = { what = what, t = tonumber(t), extra = extra }
-        end
-    end
-    return out
-end
-
-
-local function count(events, what)
-    local n = 0
-    for _, e in ipairs(events) do
-        if e.what == what then n = n + 1 end
-    end
-    return n
-end
 
 
 describe("election #zk", function()
@@ -450,10 +431,10 @@ describe("election #zk", function()
         end
         local intervals = {}
         for i = 1, 3 do
-            local ev = read_events(logs[i])
-            assert.equal(0, count(ev, "error"), proc.read_file(logs[i]))
-            assert.equal(6, count(ev, "elected"), proc.read_file(logs[i]))
-            assert.equal(1, count(ev, "done"))
+            local ev = event_log.read(logs[i])
+            assert.equal(0, event_log.count(ev, "error"), proc.read_file(logs[i]))
+            assert.equal(6, event_log.count(ev, "elected"), proc.read_file(logs[i]))
+            assert.equal(1, event_log.count(ev, "done"))
             local start
             for _, e in ipairs(ev) do
                 if e.what == "elected" then
@@ -485,7 +466,7 @@ describe("election #zk", function()
         local function elected()
             local out = {}
             for i = 1, 3 do
-                local ev = read_events(logs[i])
+                local ev = event_log.read(logs[i])
                 for _, e in ipairs(ev) do
                     if e.what == "elected" then out[#out + 1] = { who = i, t = e.t } end
                 end

@@ -4,6 +4,7 @@
 -- foreign children under the lock path.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local event_log = require "helpers.events"
 local tcpproxy = require "helpers.tcpproxy"
 local zkcoord = require "zkcoord"
 
@@ -44,13 +45,6 @@ local function read_log(file)
     return out
 end
 
-local function count(entries, what)
-    local n = 0
-    for _, e in ipairs(entries) do
-        if e.what == what then n = n + 1 end
-    end
-    return n
-end
 
 local function spawn(root, mode, path, n, hold, log, id)
     local pid = zk.spawn_lua(CONTENDER, { mode, root, path, n, hold, log, id },
@@ -210,8 +204,8 @@ describe("rwlock #zk", function()
         end
         wait_exit(pids, log)
         local entries = read_log(log)
-        assert.equal(5, count(entries, "done"), proc.read_file(log .. ".out") or "")
-        assert.equal(0, count(entries, "error"))
+        assert.equal(5, event_log.count(entries, "done"), proc.read_file(log .. ".out") or "")
+        assert.equal(0, event_log.count(entries, "error"))
         -- intervals per contender: enter .. leave
         local intervals, open = {}, {}
         for _, e in ipairs(entries) do
@@ -297,7 +291,7 @@ describe("rwlock #zk", function()
         assert.is_true(r:held())
         r:release()
         wait_exit({ pid }, log)
-        assert.equal(1, count(read_log(log), "enter"))
+        assert.equal(1, event_log.count(read_log(log), "enter"))
         assert_no_nodes()
         assert_no_leaks(c1)
         assert_no_leaks(c2)

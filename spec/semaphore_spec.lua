@@ -3,6 +3,7 @@
 -- sharing 2 leases, also across a SIGKILLed holder.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local event_log = require "helpers.events"
 local slots = require "helpers.slots"
 local queue = require "zkcoord.queue"
 
@@ -39,26 +40,6 @@ end
 log("done")
 c:close()
 ]]
-
-local function read_events(file)
-    local out = {}
-    for line in (proc.read_file(file) or ""):gmatch("[^\n]+") do
-        local what, t, extra = line:match("^(%S+) (%S+) ?(.*)$")
-        if what then
-            out[#out + 1] = { what = what, t = tonumber(t), extra = extra }
-        end
-    end
-    return out
-end
-
-
-local function count(events, what)
-    local n = 0
-    for _, e in ipairs(events) do
-        if e.what == what then n = n + 1 end
-    end
-    return n
-end
 
 
 describe("semaphore #zk", function()
@@ -194,8 +175,8 @@ describe("semaphore #zk", function()
         -- SIGKILL one process while it holds a lease
         local victim = zk.wait_until(function()
             for i = 1, 5 do
-                local ev = read_events(logs[i])
-                if #ev > 0 and ev[#ev].what == "acquired" and count(ev, "acquired") >= 2 then
+                local ev = event_log.read(logs[i])
+                if #ev > 0 and ev[#ev].what == "acquired" and event_log.count(ev, "acquired") >= 2 then
                     return i
                 end
             end
@@ -209,18 +190,18 @@ describe("semaphore #zk", function()
         end
         local max_seen = 0
         for i = 1, 5 do
-            local ev = read_events(logs[i])
+            local ev = event_log.read(logs[i])
             local text = proc.read_file(logs[i])
-            assert.equal(0, count(ev, "violation"), text)
-            assert.equal(0, count(ev, "error"), text)
+            assert.equal(0, event_log.count(ev, "violation"), text)
+            assert.equal(0, event_log.count(ev, "error"), text)
             for _, e in ipairs(ev) do
                 if e.what == "acquired" then
                     max_seen = math.max(max_seen, tonumber(e.extra))
                 end
             end
             if i ~= victim then
-                assert.equal(5, count(ev, "acquired"), text)
-                assert.equal(1, count(ev, "done"), text)
+                assert.equal(5, event_log.count(ev, "acquired"), text)
+                assert.equal(1, event_log.count(ev, "done"), text)
             end
         end
         assert.is_true(max_seen <= 2)
