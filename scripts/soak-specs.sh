@@ -9,7 +9,7 @@
 #   -l LOAD   busy loops beside the runs (default: one per core; 0: none)
 #   -s        the ASan+UBSan build, as scripts/test.sh runs it
 #   -f PATTERN only the tests whose name matches (busted --filter)
-#   files     default: every spec/*_spec.lua
+#   files     default: every *_spec.lua under spec/ (spec/regress/ too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,9 @@ while getopts "n:l:sf:h" o; do
 done
 shift $((OPTIND - 1))
 files=("$@")
-if [ ${#files[@]} -eq 0 ]; then files=(spec/*_spec.lua); fi
+if [ ${#files[@]} -eq 0 ]; then
+  for f in spec/*_spec.lua spec/*/*_spec.lua; do [ -f "$f" ] && files+=("$f"); done
+fi
 case $runs$load in *[!0-9]*) echo "soak-specs: -n and -l take numbers" >&2; exit 2 ;; esac
 
 busted_args=(-o utfTerminal)

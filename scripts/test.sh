@@ -26,14 +26,16 @@ for a in "$@"; do
   esac
 done
 # The longest files first so that they do not start last; every other
-# spec/*_spec.lua follows, so new files are picked up.
+# *_spec.lua under spec/ follows (spec/regress/ too), so new files are
+# picked up.
 if [ ${#files[@]} -eq 0 ]; then
   first=(spec/ngx_spec.lua spec/chaos_spec.lua spec/soak_spec.lua
          spec/valgrind_soak_spec.lua spec/fuzz_spec.lua spec/bench_spec.lua
          spec/session_spec.lua spec/cli_spec.lua spec/work_queue_spec.lua
          spec/line_spec.lua)
   for f in "${first[@]}"; do [ -f "$f" ] && files+=("$f"); done
-  for f in spec/*_spec.lua; do
+  for f in spec/*_spec.lua spec/*/*_spec.lua; do
+    [ -f "$f" ] || continue
     case " ${first[*]} " in *" $f "*) ;; *) files+=("$f") ;; esac
   done
 fi
