@@ -458,6 +458,43 @@ function _M.clost()
 end
 
 
+-- /crevoke?name=c&i=1: a cohort lock (local handoffs unbounded) whose
+-- holder gives it up when asked to (on_revoke) or told to (/cgo); says
+-- i, its node, its token (z n) and whether it was asked.
+function _M.crevoke()
+    local name, i = ngx.var.arg_name, ngx.var.arg_i
+    local d = ngx.shared.fence
+    local lock = assert(zn.client()):lock(ROOT .. "/" .. name, { cohort = true,
+                                          cohort_handoffs = 100, cohort_time = 60 })
+    local asked, me = "-", ngx.ctx       -- the owner: this request
+    lock:on_revoke(function(owner, node)
+        asked = (owner == me and "asked" or "asked-wrong-owner") .. ":" .. node
+    end)
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return
+    end
+    d:incr(name .. ":grants", 1, 0)
+    local node, z, n = lock:node(), lock:token()
+    local deadline = ngx.now() + 20
+    while asked == "-" and not d:get(name .. ":go:" .. i) and ngx.now() < deadline do
+        ngx.sleep(0.01)
+    end
+    assert(lock:release())
+    ngx.say(i, " ", node, " ", z, " ", n, " ", asked)
+end
+
+
+-- /cgo?name=c&i=1: tells /crevoke's request i to release.
+function _M.cgo()
+    ngx.shared.fence:set(ngx.var.arg_name .. ":go:" .. ngx.var.arg_i, true)
+    ngx.say("ok")
+end
+
+
 -- /crlock?name=r&hold=0.002: a read lock of an rwlock with cohort = true;
 -- counts readers queued, granted and inside at once (the peak).
 function _M.crlock()
@@ -561,6 +598,8 @@ local HTTP = [[
             content_by_lua_block { require("app").crlock() }
         }
         location = /fence { content_by_lua_block { require("app").fence() } }
+        location = /crevoke { content_by_lua_block { require("app").crevoke() } }
+        location = /cgo { content_by_lua_block { require("app").cgo() } }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
         location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
     }
@@ -1301,9 +1340,10 @@ describe("ngx #zk #ngx", function()
         assert.is_falsy(A:error_log():find("the request ended holding " .. root .. "/ph/", 1, true))
     end)
 
-    -- The counters of /clock for `name`, as a table.
-    local function fence(name)
-        local status, body = A:get("/fence?name=" .. name)
+    -- The counters of /clock for `name` (in instance `n`, default A), as a
+    -- table.
+    local function fence(name, n)
+        local status, body = (n or A):get("/fence?name=" .. name)
         assert.are.equal(200, status, body)
         local t = {}
         for k, v in body:gmatch("(%w+)=(%d+)") do t[k] = tonumber(v) end
@@ -1466,6 +1506,52 @@ describe("ngx #zk #ngx", function()
         assert.truthy(zk.wait_until(function()
             return lock_children(admin, root .. "/clo") == 0
         end, 5), "a node is left")
+    end)
+
+    it("cohort: a revocation reaches the request holding, and its node is not passed on", function()
+        local B = start { workers = 1 }     -- one cohort: every request in one worker
+        local name = "crv"
+        local first = B:fire({ "/crevoke?name=" .. name .. "&i=1" }, 30)
+        assert.truthy(zk.wait_until(function()
+            return fence(name, B).grants == 1
+        end, 10), B:log_tail())
+        local rest = B:fire({ "/crevoke?name=" .. name .. "&i=2",
+                              "/crevoke?name=" .. name .. "&i=3" }, 30)
+        assert.truthy(zk.wait_until(function() return fence(name, B).queued == 3 end, 10))
+        assert.are.equal(200, (B:get("/cgo?name=" .. name .. "&i=1")))
+        -- 1 hands on to 2 locally (the same node); then revoke that node
+        assert.truthy(zk.wait_until(function() return fence(name, B).grants == 2 end, 10))
+        local kids = assert(admin:children(root .. "/" .. name))
+        assert.are.equal(1, #kids, table.concat(kids, " "))
+        local node = root .. "/" .. name .. "/" .. kids[1]
+        assert(require("zkcoord.lock").revoke(admin, node))
+        assert.truthy(zk.wait_until(function() return fence(name, B).grants == 3 end, 10))
+        assert.are.equal(200, (B:get("/cgo?name=" .. name .. "&i=3")))
+        local out = {}
+        for _, r in ipairs(first:collect(30)) do out[#out + 1] = r end
+        for _, r in ipairs(rest:collect(30)) do out[#out + 1] = r end
+        local got = {}
+        for _, r in ipairs(out) do
+            assert.are.equal(200, r.status, tostring(r.body or r.err) .. "\n" .. B:log_tail())
+            local i, nd, z, n, asked = r.body:match("^(%d) (%S+) (%d+) (%d+) (%S+)\n$")
+            assert.truthy(i, r.body)
+            got[tonumber(i)] = { node = nd, z = tonumber(z), n = tonumber(n), asked = asked }
+        end
+        assert.same({ node = node, n = 0, asked = "-" }, { node = got[1].node, n = got[1].n,
+                                                           asked = got[1].asked })
+        -- 2 was told (as its own request), not 1 or 3
+        assert.same({ node = node, n = 1, asked = "asked:" .. node },
+                    { node = got[2].node, n = got[2].n, asked = got[2].asked })
+        assert.are.equal(got[1].z, got[2].z)
+        -- 3 joined the line again: a new node, a larger token
+        assert.are_not.equal(node, got[3].node)
+        assert.same({ 0, "-" }, { got[3].n, got[3].asked })
+        assert.truthy(got[3].z > got[2].z)
+        assert.truthy(zk.wait_until(function()
+            return lock_children(admin, root .. "/" .. name) == 0
+        end, 5), "a node is left")
+        no_crash(B)
+        B:destroy()
     end)
 
     it("cohort: rwlock readers aborted while waiting (their leaders too) leave nothing behind", function()
