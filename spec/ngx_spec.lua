@@ -434,6 +434,21 @@ function _M.clock_exit()
 end
 
 
+-- Counts the request queued for `name`, acquires `lock` (30 s unless
+-- `timeout`), counts the grant; answers 500 and returns false on failure.
+local function counted_acquire(d, name, lock, timeout)
+    d:incr(name .. ":queued", 1, 0)
+    local ok, err = lock:acquire(timeout or 30)
+    if not ok then
+        ngx.status = 500
+        ngx.say("acquire: ", err)
+        return false
+    end
+    d:incr(name .. ":grants", 1, 0)
+    return true
+end
+
+
 -- /clost?name=c&hold=0.5: a cohort lock with on_lost, held `hold` s;
 -- says what release() answered.
 function _M.clost()
@@ -444,14 +459,9 @@ function _M.clost()
         d:incr(name .. ":lost", 1, 0)
         d:set(name .. ":reason", reason)
     end)
-    d:incr(name .. ":queued", 1, 0)
-    local ok, err = lock:acquire(30)
-    if not ok then
-        ngx.status = 500
-        ngx.say("acquire: ", err)
+    if not counted_acquire(d, name, lock) then
         return
     end
-    d:incr(name .. ":grants", 1, 0)
     ngx.sleep(tonumber(ngx.var.arg_hold) or 0.5)
     local rok, rerr = lock:release()
     ngx.say(tostring(rok), " ", tostring(rerr))
@@ -470,14 +480,9 @@ function _M.crevoke()
     lock:on_revoke(function(owner, node)
         asked = (owner == me and "asked" or "asked-wrong-owner") .. ":" .. node
     end)
-    d:incr(name .. ":queued", 1, 0)
-    local ok, err = lock:acquire(30)
-    if not ok then
-        ngx.status = 500
-        ngx.say("acquire: ", err)
+    if not counted_acquire(d, name, lock) then
         return
     end
-    d:incr(name .. ":grants", 1, 0)
     local node, z, n = lock:node(), lock:token()
     local deadline = ngx.now() + 20
     while asked == "-" and not d:get(name .. ":go:" .. i) and ngx.now() < deadline do
@@ -507,14 +512,9 @@ function _M.crlock()
         end)
     end
     local r = assert(zn.client()):rwlock(ROOT .. "/" .. name, { cohort = true }):read_lock()
-    d:incr(name .. ":queued", 1, 0)
-    local ok, err = r:acquire(tonumber(ngx.var.arg_timeout) or 30)
-    if not ok then
-        ngx.status = 500
-        ngx.say("acquire: ", err)
+    if not counted_acquire(d, name, r, tonumber(ngx.var.arg_timeout)) then
         return
     end
-    d:incr(name .. ":grants", 1, 0)
     ngx.sleep(tonumber(ngx.var.arg_hold) or 0.002)
     r:release()
     ngx.say("ok ", ngx.worker.pid())
