@@ -31,7 +31,8 @@ local check_timeout = require("zkcoord.util").check_timeout
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
-local setmetatable, tostring, pcall, type = setmetatable, tostring, pcall, type
+local setmetatable, tostring, pcall, pairs, next, type =
+    setmetatable, tostring, pcall, pairs, next, type
 local running = coroutine.running
 local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
@@ -95,7 +96,10 @@ function _M.new(client, pump)
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
-    self:_start_pump()
+    local ok, err, detail = self:_start_pump()
+    if not ok then
+        return nil, err, detail
+    end
     return self
 end
 
@@ -317,7 +321,38 @@ end
 -- ---------------------------------------------------------------------------
 -- The pump.
 
+-- The sentinel: one far-future timer per worker, fired early (premature)
+-- when the worker exits; it then kicks the doorbell of every open client.
+-- Shared, and holding the clients' waiters weakly: a timer per client was
+-- never freed (pending timers are capped per worker) and pinned its client.
+local waiters = setmetatable({}, { __mode = "k" })
+local sentinel = false          -- its timer is pending
+
+local function sentinel_fired(premature)
+    sentinel = false
+    if not premature then           -- a year went by
+        if next(waiters) then
+            sentinel = ngx.timer.at(FOREVER, sentinel_fired) and true or false
+        end
+        return
+    end
+    for w in pairs(waiters) do
+        if not w.client:is_closed() then
+            w.pump:kick()
+        end
+    end
+end
+
+
 function _M:_start_pump()
+    -- An exiting worker needs none: the early firing is over.
+    if not sentinel and not ngx.worker.exiting() then
+        local ok, err = ngx.timer.at(FOREVER, sentinel_fired)
+        if not ok then
+            return nil, "systemerror", "cannot start the nginx sentinel timer: " .. tostring(err)
+        end
+        sentinel = true
+    end
     self.looping = true
     local ok, err = ngx.timer.at(0, function(premature)
         if not premature then
@@ -327,14 +362,10 @@ function _M:_start_pump()
     end)
     if not ok then
         self.looping = false
-        error("zkcoord: cannot start the nginx pump timer: " .. tostring(err), 3)
+        return nil, "systemerror", "cannot start the nginx pump timer: " .. tostring(err)
     end
-    -- The sentinel: fired early (premature) when the worker exits.
-    ngx.timer.at(FOREVER, function(premature)
-        if premature and not self.client:is_closed() then
-            self.pump:kick()
-        end
-    end)
+    waiters[self] = true
+    return true
 end
 
 
