@@ -254,29 +254,37 @@ function _M.sleep(_, seconds)
 end
 
 
---- Runs callbacks in order, in one timer at a time (never in the pump).
+-- The runner: drains the queue, callbacks deferred meanwhile included (a
+-- callback that waits lets others run, and they only append). Also when
+-- fired premature (reload, quit): else the queue waits for the next defer,
+-- or for close() in exit_worker, where callbacks cannot wait.
+local function run_deferred(_, self)
+    local ok, err = pcall(self.pump.run_callbacks, self.pump)
+    self.runner = false
+    if not ok then
+        log(ERR, "zkcoord: callbacks: ", err)
+    end
+end
+
+
+--- Runs callbacks in order, one at a time, in one timer (never in the pump).
 function _M:defer(fn, ...)
     local pump = self.pump
     self.sets = self.sets + 1       -- progress, for the poll loop
     pump:enqueue_callback(fn, ...)
-    if self.runner then
-        return
-    end
     if get_phase() == "exit_worker" then
         -- No timers here ("API disabled"): client:close() in exit_worker
-        -- still reports events and "closed". Run them now; they cannot
-        -- wait in this phase (a wait raises, and the runner logs it).
+        -- still reports events and "closed". Run them now (a runner waiting
+        -- in a callback never resumes); they cannot wait in this phase (a
+        -- wait raises, and the runner logs it).
         pump:run_callbacks()
         return
     end
+    if self.runner then
+        return                      -- the runner drains it, in order
+    end
     self.runner = true
-    local ok, err = ngx.timer.at(0, function(premature)
-        self.runner = false
-        if premature then
-            return
-        end
-        pump:run_callbacks()
-    end)
+    local ok, err = ngx.timer.at(0, run_deferred, self)
     if not ok then
         self.runner = false
         log(ERR, "zkcoord: cannot schedule callbacks: ", err)
