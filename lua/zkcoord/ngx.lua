@@ -60,6 +60,41 @@ function _M.init_worker(opts)
 end
 
 
+-- One connect in progress: the request running it, and those waiting on it.
+-- Its deadline is the connect's timeout. One still in progress after that
+-- is taken over: an aborted request's coroutine is dropped mid-wait and
+-- never comes back to clear it.
+local function new_attempt()
+    return { sema = semaphore.new(0), count = 0,
+             deadline = ngx.now() + (options.connect_timeout or 5) }
+end
+
+
+-- Connects with the current options, as attempt `a`; the waiter made for
+-- the new client is remembered, so an abandoned attempt's client can be
+-- closed by whoever takes over.
+local function connect_as(a)
+    local o = {}
+    for k, v in pairs(options) do o[k] = v end
+    o.wait = { new = function(c, pump)
+        a.client = c
+        return waiter.new(c, pump)
+    end }
+    return pcall(zkcoord.connect, o)
+end
+
+
+-- Takes over from an attempt abandoned past its deadline: its client, if
+-- it never connected, would otherwise keep reconnecting for ever. One that
+-- connected may still be finishing (credentials, chroot): left alone.
+local function abandon(a)
+    local c = a.client
+    if c and c ~= client and c:state() ~= "connected" then
+        c:close()
+    end
+end
+
+
 --- The worker's client, connecting on first use (opts only needed when
 --- init_worker was not called). Waits for the connection, so call it where
 --- nginx can wait (content, access, rewrite, timer).
@@ -72,6 +107,7 @@ function _M.client(opts)
     if client and client:state() ~= "closed" then
         return client
     end
+    local previous = options
     if opts then
         options = copy(opts)
     end
@@ -79,29 +115,46 @@ function _M.client(opts)
         error("zkcoord.ngx.client: no options: call init_worker(opts) first or pass them", 2)
     end
     waiter.check_phase("connect")
-    if connecting then
-        local waiting = connecting
-        waiting.count = waiting.count + 1
+    while connecting do
+        local a = connecting
+        local left = a.deadline - ngx.now()
+        if left <= 0 then
+            abandon(a)
+            break
+        end
+        a.count = a.count + 1
         -- ngx.semaphore takes whole milliseconds in an int: a long or
         -- unlimited (math.huge) connect_timeout is waited out in steps.
-        local deadline = ngx.now() + (options.connect_timeout or 5)
-        repeat
-            local posted = waiting.sema:wait(math.min(deadline - ngx.now(), 3600))
-        until posted or ngx.now() >= deadline
+        a.sema:wait(math.min(left, 3600))
         if client and client:state() ~= "closed" then
             return client
         end
-        return nil, "timeout", "connecting in another request"
+        if a.done and not a.raised then
+            return nil, a.err, a.detail
+        end
+        -- else: it raised (bad options of its own), or is still going
     end
-    connecting = { sema = semaphore.new(0), count = 0 }
-    local c, err, detail = zkcoord.connect(options)
-    local waiting = connecting
-    connecting = nil
-    if waiting.count > 0 then
-        waiting.sema:post(waiting.count)
+    local a = new_attempt()
+    connecting = a
+    local ok, c, err, detail = connect_as(a)
+    -- on every way out: the next request connects, the waiters wake
+    if connecting == a then
+        connecting = nil
+    end
+    a.done, a.raised, a.err, a.detail = true, not ok, err, detail
+    if a.count > 0 then
+        a.sema:post(a.count)
+    end
+    if not ok then
+        options = previous     -- bad options are not kept for the next request
+        error(c, 0)
     end
     if not c then
         return nil, err, detail
+    end
+    if client and client ~= c and client:state() ~= "closed" then
+        c:close()              -- we took over from a late attempt that made it after all
+        return client
     end
     client = c
     return c

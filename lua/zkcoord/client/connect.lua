@@ -24,7 +24,8 @@ local function default_logger(level, msg)
 end
 
 
--- A client that is not connected yet, with its pump and waiter.
+-- A client that is not connected yet, with its pump and waiter; or nil,
+-- err, detail when the waiter cannot start (nginx: no timer left).
 local function new_client(c, q)
     local o = c.opts
     local self = setmetatable({
@@ -55,7 +56,11 @@ local function new_client(c, q)
         _closed = false,
     }, _M.mt)
     self._pump = pump.new(q, self, session.pump_hooks)
-    self._waiter = options.load_waiter(o.wait, self, self._pump)
+    local w, err, detail = options.load_waiter(o.wait, self, self._pump)
+    if not w then
+        return nil, err, detail
+    end
+    self._waiter = w
     if not o.logger and self._waiter.logger then
         self._log = self._waiter.logger     -- nginx: ngx.log, at the matching level
     end
@@ -216,7 +221,10 @@ function _M.connect(opts)
     if not q then
         return nil, qerr, qdetail
     end
-    local self = new_client(c, q)
+    local self, werr, wdetail = new_client(c, q)
+    if not self then
+        return nil, werr, wdetail
+    end
     local ok, err, detail = self:_open_session(o.session_id, o.session_password)
     if not ok then
         return open_failure(c.endpoints, err, detail)

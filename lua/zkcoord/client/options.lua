@@ -307,13 +307,16 @@ end
 
 
 --- The waiter option `spec` made into a waiter for `client`, which it
---- drives through `pump`.
+--- drives through `pump`; nil, err, detail when it cannot start.
 function _M.load_waiter(spec, client, pump)
     if type(spec) == "table" then
         if spec.new == nil then
             return spec          -- checked by check()
         end
-        local w = spec.new(client, pump)
+        local w, err, detail = spec.new(client, pump)
+        if w == nil and err ~= nil then
+            return nil, err, detail     -- it could not start (nginx: no timer left)
+        end
         check_waiter(w, "the waiter that wait.new(client) returned")
         return w
     end

@@ -31,7 +31,8 @@ local check_timeout = require("zkcoord.util").check_timeout
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
-local setmetatable, tostring, pcall, type = setmetatable, tostring, pcall, type
+local setmetatable, tostring, pcall, pairs, next, type =
+    setmetatable, tostring, pcall, pairs, next, type
 local running = coroutine.running
 local get_phase = ngx.get_phase
 local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
@@ -95,7 +96,10 @@ function _M.new(client, pump)
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
-    self:_start_pump()
+    local ok, err, detail = self:_start_pump()
+    if not ok then
+        return nil, err, detail
+    end
     return self
 end
 
@@ -250,29 +254,37 @@ function _M.sleep(_, seconds)
 end
 
 
---- Runs callbacks in order, in one timer at a time (never in the pump).
+-- The runner: drains the queue, callbacks deferred meanwhile included (a
+-- callback that waits lets others run, and they only append). Also when
+-- fired premature (reload, quit): else the queue waits for the next defer,
+-- or for close() in exit_worker, where callbacks cannot wait.
+local function run_deferred(_, self)
+    local ok, err = pcall(self.pump.run_callbacks, self.pump)
+    self.runner = false
+    if not ok then
+        log(ERR, "zkcoord: callbacks: ", err)
+    end
+end
+
+
+--- Runs callbacks in order, one at a time, in one timer (never in the pump).
 function _M:defer(fn, ...)
     local pump = self.pump
     self.sets = self.sets + 1       -- progress, for the poll loop
     pump:enqueue_callback(fn, ...)
-    if self.runner then
-        return
-    end
     if get_phase() == "exit_worker" then
         -- No timers here ("API disabled"): client:close() in exit_worker
-        -- still reports events and "closed". Run them now; they cannot
-        -- wait in this phase (a wait raises, and the runner logs it).
+        -- still reports events and "closed". Run them now (a runner waiting
+        -- in a callback never resumes); they cannot wait in this phase (a
+        -- wait raises, and the runner logs it).
         pump:run_callbacks()
         return
     end
+    if self.runner then
+        return                      -- the runner drains it, in order
+    end
     self.runner = true
-    local ok, err = ngx.timer.at(0, function(premature)
-        self.runner = false
-        if premature then
-            return
-        end
-        pump:run_callbacks()
-    end)
+    local ok, err = ngx.timer.at(0, run_deferred, self)
     if not ok then
         self.runner = false
         log(ERR, "zkcoord: cannot schedule callbacks: ", err)
@@ -317,7 +329,38 @@ end
 -- ---------------------------------------------------------------------------
 -- The pump.
 
+-- The sentinel: one far-future timer per worker, fired early (premature)
+-- when the worker exits; it then kicks the doorbell of every open client.
+-- Shared, and holding the clients' waiters weakly: a timer per client was
+-- never freed (pending timers are capped per worker) and pinned its client.
+local waiters = setmetatable({}, { __mode = "k" })
+local sentinel = false          -- its timer is pending
+
+local function sentinel_fired(premature)
+    sentinel = false
+    if not premature then           -- a year went by
+        if next(waiters) then
+            sentinel = ngx.timer.at(FOREVER, sentinel_fired) and true or false
+        end
+        return
+    end
+    for w in pairs(waiters) do
+        if not w.client:is_closed() then
+            w.pump:kick()
+        end
+    end
+end
+
+
 function _M:_start_pump()
+    -- An exiting worker needs none: the early firing is over.
+    if not sentinel and not ngx.worker.exiting() then
+        local ok, err = ngx.timer.at(FOREVER, sentinel_fired)
+        if not ok then
+            return nil, "systemerror", "cannot start the nginx sentinel timer: " .. tostring(err)
+        end
+        sentinel = true
+    end
     self.looping = true
     local ok, err = ngx.timer.at(0, function(premature)
         if not premature then
@@ -327,14 +370,10 @@ function _M:_start_pump()
     end)
     if not ok then
         self.looping = false
-        error("zkcoord: cannot start the nginx pump timer: " .. tostring(err), 3)
+        return nil, "systemerror", "cannot start the nginx pump timer: " .. tostring(err)
     end
-    -- The sentinel: fired early (premature) when the worker exits.
-    ngx.timer.at(FOREVER, function(premature)
-        if premature and not self.client:is_closed() then
-            self.pump:kick()
-        end
-    end)
+    waiters[self] = true
+    return true
 end
 
 

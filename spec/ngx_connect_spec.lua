@@ -1,0 +1,176 @@
+-- zkcoord.ngx.client() and the nginx waiter's own timers: a connect that
+-- never came back (aborted request, bad options) must not block the
+-- worker's later connects; a client must not leave a pending timer behind
+-- (nginx caps them per worker), and a full timer table is a returned
+-- error; callbacks run one at a time, in order, also when one waits.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local nginx = require "helpers.nginx"
+
+local APP = [==[
+local zn = require "zkcoord.ngx"
+local zkcoord = require "zkcoord"
+local semaphore = require "ngx.semaphore"
+local _M = {}
+local LOG = "@LOGDIR@/connect.log"
+local HOSTS = os.getenv("ZK_HOSTS")
+
+local function say(s)
+    local f = io.open(LOG, "a") f:write(s, "\n") f:close()
+end
+
+-- connects to a port that refuses, long enough to be aborted
+function _M.dead()
+    say("dead connecting")
+    local c, err = zn.client { servers = "127.0.0.1:1", connect_timeout = 1 }
+    say("dead " .. tostring(c) .. " " .. tostring(err))
+    ngx.say("dead")
+end
+
+function _M.bad()
+    local ok, err = pcall(zn.client, { servers = HOSTS, session_timeout = "x" })
+    ngx.say("bad ", tostring(ok), " ", tostring(err))
+end
+
+function _M.good()
+    local c, err, detail = zn.client { servers = HOSTS, connect_timeout = 2 }
+    ngx.say("good ", c and c:state() or "nil", " ", tostring(err), " ", tostring(detail))
+end
+
+-- connect and close n times; then the pending timers once the closed
+-- clients' tickers (a 50 ms timer each, no event to wait for) went
+function _M.cycles()
+    local counts = {}
+    for i = 1, tonumber(ngx.var.arg_n) do
+        local ok, c, err, detail = pcall(zkcoord.connect, { servers = HOSTS, wait = "ngx" })
+        if not ok then
+            return ngx.say("raised ", c)
+        elseif not c then
+            return ngx.say("failed ", err, " ", tostring(detail))
+        end
+        c:close()
+    end
+    ngx.sleep(0.2)
+    ngx.say("pending ", ngx.timer.pending_count())
+end
+
+-- no pending timer left to the library: connect fails, without raising
+function _M.full()
+    local function noop() end
+    while ngx.timer.at(3600, noop) do end
+    local ok, c, err, detail = pcall(zkcoord.connect, { servers = HOSTS, wait = "ngx" })
+    ngx.say("full ", tostring(ok), " ", tostring(c), " ", tostring(err), " ", tostring(detail))
+end
+
+-- a data watch whose callback waits for value "1"
+function _M.watch()
+    local c = assert(zn.client { servers = HOSTS })
+    local ended = semaphore.new(0)
+    local w = c:watch("@ROOT@/w", function(data)
+        say("start " .. tostring(data))
+        if data == "1" then ngx.sleep(1) end
+        say("end " .. tostring(data))
+        ended:post(1)
+    end, { kind = "data" })
+    for _ = 1, 3 do ended:wait(10) end
+    w:cancel()
+    ngx.say("done")
+end
+
+return _M
+]==]
+
+local HTTP = [[
+    lua_check_client_abort on;
+    lua_max_pending_timers 16;
+    server {
+        listen 127.0.0.1:@PORT@;
+        location = /dead { content_by_lua_block { require("app").dead() } }
+        location = /bad { content_by_lua_block { require("app").bad() } }
+        location = /good { content_by_lua_block { require("app").good() } }
+        location = /cycles { content_by_lua_block { require("app").cycles() } }
+        location = /full { content_by_lua_block { require("app").full() } }
+        location = /watch { content_by_lua_block { require("app").watch() } }
+    }
+]]
+
+describe("zkcoord.ngx connects and the nginx waiter's timers #zk #ngx", function()
+    local root, logdir, n, log
+
+    before_each(function()
+        root = zk.new_root("ngxconnect")
+        logdir = assert(proc.mktemp_dir("zkcoord-ngxconnect-"))
+        os.execute("chmod 1777 " .. proc.shquote(logdir))
+        log = logdir .. "/connect.log"
+        n = assert(nginx.start {
+            workers = 1,
+            env = { ZK_HOSTS = zk.hosts() },
+            vars = { ROOT = root, LOGDIR = logdir },
+            lua_modules = { app = APP },
+            http = HTTP,
+        })
+    end)
+
+    after_each(function()
+        if n then n:destroy() end
+        zk.close_clients()
+        if logdir then proc.rm_rf(logdir) end
+        zk.delete_tree(zk.admin(), root)
+    end)
+
+    local function lines()
+        local out = {}
+        for l in (proc.read_file(log) or ""):gmatch("[^\n]+") do out[#out + 1] = l end
+        return out
+    end
+
+    local function get(path)
+        local status, body = n:get(path, 15)
+        assert.are.equal(200, status, tostring(body) .. "\n" .. n:log_tail())
+        return (body:gsub("\n$", ""))
+    end
+
+    it("a connect whose request was aborted does not block the next ones", function()
+        local batch = n:fire({ "/dead" })
+        assert.truthy(zk.wait_until(function()
+            return (proc.read_file(log) or ""):find("dead connecting", 1, true)
+        end, 10), n:log_tail())
+        batch:abort()           -- lua_check_client_abort: its coroutine is dropped
+        assert.matches("^good connected nil nil$", get("/good"))
+        assert.matches("^good connected nil nil$", get("/good"))
+        assert.same({ "dead connecting" }, lines())   -- it never came back
+    end)
+
+    it("a connect that raised (bad options) does not block the next ones", function()
+        assert.matches("^bad false .*session_timeout", get("/bad"))
+        assert.matches("^good connected nil nil$", get("/good"))
+    end)
+
+    it("a client leaves no pending timer behind", function()
+        -- more cycles than the cap; one timer left: the worker's sentinel
+        assert.are.equal("pending 1", get("/cycles?n=20"))
+    end)
+
+    it("connect returns nil, err when no timer is left", function()
+        assert.matches("^full true nil systemerror cannot start the nginx %a+ timer: "
+                       .. "too many pending timers$", get("/full"))
+    end)
+
+    it("callbacks run one at a time, in order, when one waits", function()
+        local admin = zk.admin()
+        assert(admin:create(root .. "/w", "0"))
+        local batch = n:fire({ "/watch" })
+        local function logged(l)
+            return zk.wait_until(function()
+                return (proc.read_file(log) or ""):find(l .. "\n", 1, true)
+            end, 10)
+        end
+        assert.truthy(logged("end 0"), n:log_tail())
+        assert(admin:set(root .. "/w", "1"))
+        assert.truthy(logged("start 1"), n:log_tail())
+        assert(admin:set(root .. "/w", "2"))
+        local r = batch:collect(20)[1]
+        assert.are.equal(200, r.status, tostring(r.body or r.err) .. "\n" .. n:log_tail())
+        assert.same({ "start 0", "end 0", "start 1", "end 1", "start 2", "end 2" }, lines())
+    end)
+end)
