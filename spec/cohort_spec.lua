@@ -4,6 +4,7 @@ local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local cohort = require "zkcoord.cohort"
 local lockmod = require "zkcoord.lock"
+local line = require "zkcoord.line"
 
 -- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
 local function above(z, n, z0, n0)
@@ -536,6 +537,23 @@ describe("lock cohort #zk", function()
         assert(wl:release())
         assert.is_true(rl:held())
         assert(rl:release())
+    end)
+
+    it("passes the lead on when joining the line raises", function()
+        local boom = true
+        local d = line.driver { marker = "lock-", rule = function(e, me)
+            if boom then
+                error("rule bug")
+            end
+            return me == 1 or e[me - 1]
+        end }
+        local l = lockmod.new(c, "/l", { cohort = true }, d)
+        local ok, err = pcall(l.acquire, l, 1)
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("rule bug", 1, true))
+        boom = false
+        assert.same({ true }, { l:acquire(1) })
+        assert(l:release())
     end)
 
     it("gives the token pair as one number while it is exact", function()

@@ -343,6 +343,32 @@ local function watch_lost_exclusive(h)
 end
 
 
+-- Can enter() wait inside a pcall? LuaJIT and 5.2+ yes; plain 5.1 no:
+-- there it runs unprotected (a raising rule leaves the cohort stuck).
+local PROTECT = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
+
+-- Hold `h` enters q for its cohort. If enter raises (a driver's rule:
+-- line.lua re-raises it, our node gone), whoever waits leads instead.
+local function enter(h, q, timeout)
+    if not PROTECT then
+        local ok, err = q:enter(timeout)
+        h.leading = nil
+        return ok, err
+    end
+    local ok, res, err = pcall(q.enter, q, timeout)
+    local rec = h.leading
+    h.leading = nil
+    if not ok then
+        if rec.cohort and rec.cohort.rec == rec then
+            pass_lead(rec.cohort)
+        elseif rec.gen and rec.gen.rec == rec then
+            gen_pass_lead(rec.gen)
+        end
+        error(res, 0)
+    end
+    return res, err
+end
+
 -- Owner hold `h` joins the line for the cohort.
 local function lead(c, h, timeout)
     c.state = "entering"
@@ -353,8 +379,7 @@ local function lead(c, h, timeout)
         rec.lost_watched = true
         q:on_lost(node_lost, rec)
     end
-    local ok, err = q:enter(timeout)
-    h.leading = nil
+    local ok, err = enter(h, q, timeout)
     if not ok then
         pass_lead(c)
         return nil, err
@@ -537,8 +562,7 @@ local function lead_shared(g, h, timeout)
     if #h.lost_fns > 0 then
         gen_watch_lost(g)
     end
-    local ok, err = q:enter(timeout)
-    h.leading = nil
+    local ok, err = enter(h, q, timeout)
     if not ok then
         gen_pass_lead(g)
         return nil, err
