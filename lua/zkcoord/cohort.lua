@@ -83,7 +83,7 @@ _M.DEFAULT_TIME = 0.01
 -- client -> driver -> path -> cohort. Weak: a closed, dropped client goes.
 local registry = setmetatable({}, { __mode = "k" })
 
-local untrack, gen_pass_lead, tie, untie, release_exclusive
+local untrack, gen_pass_lead, tie, untie, release_exclusive, release_shared
 
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it
@@ -613,7 +613,9 @@ local function gen_lost(reason, rec)
         g.c.open = nil
     end
     for h in pairs(g.holds) do
-        util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+        if not h.confirming then     -- not granted yet: it opens a new generation
+            util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+        end
     end
 end
 
@@ -725,9 +727,18 @@ local function acquire_shared(client, path, driver, h, timeout)
             join(g, h)
             return true
         elseif ok and g.rec.confirmed == nil and remaining(deadline) ~= 0 then
-            -- Joined only once confirmed (header): at most one wait per node.
+            -- Granted only once confirmed (header): at most one wait per
+            -- node. Meanwhile h counts as a holder, so the node stays.
+            local rec = g.rec
+            join(g, h)
+            h.confirming = true
             gen_watch_lost(g)
-            wait_confirmed(g.rec, client, deadline)
+            wait_confirmed(rec, client, deadline)
+            h.confirming = nil
+            if g.holds[h] and rec.confirmed and not rec.lost and rec.q:is_through() then
+                return true
+            end
+            release_shared(h)
             g = c.open     -- anything may have changed meanwhile
         else
             c.open, g = nil, nil
@@ -751,7 +762,7 @@ local function acquire_shared(client, path, driver, h, timeout)
     return how and true, err
 end
 
-local function release_shared(h)
+function release_shared(h)
     local g = h.gen
     if not g.holds[h] then
         return
