@@ -4,6 +4,7 @@ local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local cohort = require "zkcoord.cohort"
 local lockmod = require "zkcoord.lock"
+local line = require "zkcoord.line"
 
 -- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
 local function above(z, n, z0, n0)
@@ -536,6 +537,134 @@ describe("lock cohort #zk", function()
         assert(wl:release())
         assert.is_true(rl:held())
         assert(rl:release())
+    end)
+
+    it("lets the next acquire in after a loss that only held() noticed", function()
+        local a = c:lock("/l", { cohort = true, owner = "A" })   -- no on_lost, no waiter
+        local b = c:lock("/l", { cohort = true, owner = "B" })
+        assert(a:acquire(5))
+        assert.is_true(zk.expire_session(c))
+        assert.is_false(a:held())
+        assert.same({ true }, { b:acquire(1) })
+        assert.same({ nil, "lost" }, { a:release() })
+        assert(b:release())
+        assert.same({ true }, { a:acquire(1) })
+        assert(a:release())
+        assert.same({}, (c:children("/l")))
+    end)
+
+    it("makes one local leader when a release finds the node lost", function()
+        local L, res = {}, {}
+        for _, o in ipairs { "A", "B", "C" } do
+            L[o] = c:lock("/l", { cohort = true, owner = o, cohort_time = 60 })
+        end
+        assert(L.A:acquire(5))
+        local z0 = L.A:token()
+        for _, o in ipairs { "B", "C" } do
+            c:spawn(function()
+                res[o] = { L[o]:acquire(5) }
+                res[o .. "z"] = L[o]:token()
+                c:waiter():sleep(0.5)
+                res[o .. "r"] = { L[o]:release() }
+            end)
+        end
+        c:spawn(function()
+            c:sync("/")      -- B and C queued (their watches answered)
+            assert(zk.admin():delete(root .. L.A:node()))
+            zk.proc.sleep(0.3)     -- the delete reaches the process, unread
+            local h = L.A._holds.A
+            h:forget()
+            cohort.release(h)      -- what an nginx request's Tie:leave does
+        end)
+        assert.is_true(c:run(20))
+        assert.same({ true }, res.B)
+        assert.same({ true }, res.C)
+        assert.same({ true }, res.Br)
+        assert.same({ true }, res.Cr)
+        assert.is_true(res.Bz > z0 and res.Cz > z0)
+        assert.same({}, (c:children("/l")))
+    end)
+
+    it("does not let a reader join a read node deleted under a remote writer", function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local ra = c:rwlock("/rw", { cohort = true, owner = "A", cohort_time = 60 }):read_lock()
+        local rb = c:rwlock("/rw", { cohort = true, owner = "B", cohort_time = 60 }):read_lock()
+        assert(ra:acquire(5))
+        assert(zk.admin():delete(root .. ra:node()))
+        local w = other:rwlock("/rw"):write_lock()
+        assert(w:acquire(5))
+        assert.same({ nil, "timeout" }, { rb:acquire(1) })
+        assert.is_false(rb:held())
+        assert.is_true(w:held())
+        assert(w:release())
+    end)
+
+    it("does not hand on a deleted node while a remote process holds the lock", function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local a = c:lock("/l", { cohort = true, owner = "A" })   -- no on_lost
+        local b = c:lock("/l", { cohort = true, owner = "B" })
+        local r = other:lock("/l", { owner = "R" })
+        assert(a:acquire(5))
+        assert(zk.admin():delete(root .. a:node()))
+        assert(r:acquire(5))
+        local res = {}
+        c:spawn(function()
+            res.b = { b:acquire(1) }
+            res.bh = b:held()
+        end)
+        c:spawn(function() res.a = { a:release() } end)
+        assert.is_true(c:run(20))
+        assert.same({ nil, "timeout" }, res.b)
+        assert.is_false(res.bh)
+        assert.is_true(r:held())
+        assert(r:release())
+    end)
+
+    it("does not grant, nor tell on_lost, a node lost between its handoff and the acquire's return",
+       function()
+        local a = c:lock("/l", { cohort = true, owner = "A" })
+        local b = c:lock("/l", { cohort = true, owner = "B" })
+        local lost, res = {}, {}
+        for _, l in ipairs { a, b } do
+            l:on_lost(function(reason, owner) lost[#lost + 1] = reason .. "," .. owner end)
+        end
+        assert(a:acquire(5))
+        local z0, node = a:token(), a:node()
+        c:spawn(function()
+            res.b = { b:acquire(5) }
+            res.bh, res.bz = b:held(), b:token()
+            assert(b:release())
+        end)
+        c:spawn(function()
+            c:sync("/")     -- B queued, its node's watches answered
+            assert(a:release())      -- handed to B, which has not resumed
+            assert(zk.admin():delete(root .. node))
+            zk.proc.sleep(0.3)       -- the delete reaches the process, unread
+            c:current_state()        -- read now, before B resumes
+        end)
+        assert.is_true(c:run(20))
+        assert.same({}, lost)
+        assert.same({ true }, res.b)
+        assert.is_true(res.bh)
+        assert.is_true(res.bz > z0)
+        assert.same({}, (c:children("/l")))
+    end)
+
+    it("passes the lead on when joining the line raises", function()
+        local boom = true
+        local d = line.driver { marker = "lock-", rule = function(e, me)
+            if boom then
+                error("rule bug")
+            end
+            return me == 1 or e[me - 1]
+        end }
+        local l = lockmod.new(c, "/l", { cohort = true }, d)
+        local ok, err = pcall(l.acquire, l, 1)
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("rule bug", 1, true))
+        boom = false
+        assert.same({ true }, { l:acquire(1) })
+        assert(l:release())
     end)
 
     it("gives the token pair as one number while it is exact", function()

@@ -25,6 +25,14 @@
 -- on_lost callbacks run, its release() answers "lost", and the first local
 -- waiter joins the line at once with a new node (as a waiting acquire
 -- without a cohort joins again): no owner is ever handed a lost node.
+-- A local grant (a handoff, a reader joining a read node) is made only
+-- once the node's loss watch is known set on the live node: an exists
+-- sent right after it found the node (one session's requests are answered
+-- in order). From then on a loss comes as an event, the window a holder
+-- without the cohort has, which fencing covers. The owner handed a node
+-- waits for that answer (at most once per node, bounded by its timeout);
+-- a node lost or not confirmed before its acquire returns is not its: it
+-- joins the line itself, and on_lost is not told.
 --
 -- Revocation (Curator's "__REVOKE__" in the node, zkcoord.lock.revoke):
 -- the node's data is watched once a holder whose lock has on_revoke
@@ -75,7 +83,7 @@ _M.DEFAULT_TIME = 0.01
 -- client -> driver -> path -> cohort. Weak: a closed, dropped client goes.
 local registry = setmetatable({}, { __mode = "k" })
 
-local untrack, gen_pass_lead, tie, untie
+local untrack, gen_pass_lead, tie, untie, release_exclusive, release_shared
 
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it
@@ -197,17 +205,89 @@ local function pass_lead(c)
 end
 
 
+-- Wakes the owners waiting for node `rec`'s confirmation (or its loss).
+local function wake(rec)
+    local evs = rec.evs
+    if evs then
+        rec.evs = nil
+        for i = 1, #evs do
+            evs[i]:set()
+        end
+    end
+end
+
+local function confirm_reply(rec)
+    return function(stat)
+        if rec.confirmed == nil then
+            rec.confirmed = stat and true or false
+        end
+        wake(rec)
+    end
+end
+
+-- Node `rec`'s loss watch was sent: learn, without waiting, when it is
+-- set on the live node (the header's "local grant"). Once per node, when
+-- a second local owner wants it (an uncontended lock pays nothing).
+local function confirm(rec, client)
+    if rec.confirming then
+        return
+    end
+    rec.confirming = true
+    local node = rec.q:node()
+    if not node then
+        rec.confirmed = false
+        return wake(rec)
+    end
+    client:send("exists", node):on_done(confirm_reply(rec))
+end
+
+-- Waits (until `deadline`) for node `rec`'s confirmation or loss.
+local function wait_confirmed(rec, client, deadline)
+    if rec.confirmed ~= nil or rec.lost then
+        return
+    end
+    local ev = client:waiter():event()
+    rec.evs = rec.evs or {}
+    rec.evs[#rec.evs + 1] = ev
+    ev:wait(remaining(deadline))
+end
+
+
 -- The cohort's node was lost: the holder learns it, waiters join again.
+-- A holder handed it whose acquire has not returned never held it: it
+-- joins the line itself (relead), untold.
 local function node_lost(reason, rec)
+    rec.lost = true
+    wake(rec)
     local c = rec.cohort
     if c.rec ~= rec then
         return
     end
     local h = c.holder
+    if h and not h.granted then
+        c.rec, c.holder, c.state = nil, nil, "entering"
+        h.relead = true
+        return
+    end
     pass_lead(c)
     if h then
         util.call_all(c.client, h.lost_fns, "lock on_lost", reason, h.owner)
     end
+end
+
+
+-- Watches through node `rec` for loss (fn, once per node) and confirms the
+-- watch. A node found lost before (held() saw the session end, no one
+-- watched): fn runs now, as its watch would have.
+local function watch_loss(rec, fn, client)
+    if not rec.lost_watched then
+        rec.lost_watched = true
+        rec.q:on_lost(fn, rec)
+    end
+    if not rec.q:is_through() then
+        return fn("sessionexpired", rec)
+    end
+    confirm(rec, client)
 end
 
 
@@ -325,10 +405,7 @@ local function start_watching(c)
         rec.line_watched = true
         watch_remote(rec)
     end
-    if not rec.lost_watched then
-        rec.lost_watched = true
-        rec.q:on_lost(node_lost, rec)
-    end
+    watch_loss(rec, node_lost, c.client)
 end
 
 
@@ -336,45 +413,109 @@ end
 local function watch_lost_exclusive(h)
     local c = h.cohort
     local rec = c.rec
-    if c.holder == h and rec and not rec.lost_watched then
-        rec.lost_watched = true
-        rec.q:on_lost(node_lost, rec)
+    if c.holder == h and rec then
+        watch_loss(rec, node_lost, c.client)
     end
 end
 
 
--- Owner hold `h` joins the line for the cohort.
-local function lead(c, h, timeout)
-    c.state = "entering"
-    local q = line.new(c.client, c.path, c.driver, h.opts.data)
-    local rec = { q = q, cohort = c }
-    c.rec, h.leading = rec, rec
-    if #h.lost_fns > 0 then
-        rec.lost_watched = true
-        q:on_lost(node_lost, rec)
+-- Has the held node been lost unnoticed by the cohort (held() saw the
+-- session end, no one watched)? Then the cohort learns it now.
+local function check_held(c)
+    if c.state == "held" and not c.rec.q:is_through() then
+        node_lost("sessionexpired", c.rec)   -- a no-op if is_through told it
     end
-    local ok, err = q:enter(timeout)
+end
+
+
+-- Can enter() wait inside a pcall? LuaJIT and 5.2+ yes; plain 5.1 no:
+-- there it runs unprotected (a raising rule leaves the cohort stuck).
+local PROTECT = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
+
+-- Hold `h` enters q for its cohort. If enter raises (a driver's rule:
+-- line.lua re-raises it, our node gone), whoever waits leads instead.
+local function enter(h, q, timeout)
+    if not PROTECT then
+        local ok, err = q:enter(timeout)
+        h.leading = nil
+        return ok, err
+    end
+    local ok, res, err = pcall(q.enter, q, timeout)
+    local rec = h.leading
     h.leading = nil
     if not ok then
-        pass_lead(c)
-        return nil, err
+        if rec.cohort and rec.cohort.rec == rec then
+            pass_lead(rec.cohort)
+        elseif rec.gen and rec.gen.rec == rec then
+            gen_pass_lead(rec.gen)
+        end
+        error(res, 0)
     end
-    untrack(c.client, q)
-    c.state, c.holder = "held", h
-    c.n, c.since, c.remote = 0, now(), true
-    h.q, h.n, h.cohort = q, 0, c
-    if c.tail >= c.head then
-        start_watching(c)     -- owners queued while we joined
+    return res, err
+end
+
+-- Owner hold `h` joins the line for the cohort (until `deadline`).
+local function lead(c, h, deadline)
+    while true do
+        c.state = "entering"
+        local q = line.new(c.client, c.path, c.driver, h.opts.data)
+        local rec = { q = q, cohort = c }
+        c.rec, h.leading = rec, rec
+        if #h.lost_fns > 0 then
+            rec.lost_watched = true
+            q:on_lost(node_lost, rec)
+        end
+        local ok, err = enter(h, q, remaining(deadline))
+        if not ok then
+            pass_lead(c)
+            return nil, err
+        end
+        untrack(c.client, q)
+        c.state, c.holder, h.rec = "held", h, rec
+        c.n, c.since, c.remote = 0, now(), true
+        h.q, h.n, h.cohort = q, 0, c
+        if c.tail >= c.head then
+            start_watching(c)     -- owners queued while we joined
+        end
+        if c.holder == h then
+            return true
+        end
+        h.relead = nil            -- lost at once (start_watching saw it): again
     end
-    return true
+end
+
+
+-- Hold `h` was handed node h.rec locally: it holds once the node is
+-- confirmed (header). Returns true, "lead" (the node is not to be had:
+-- h joins the line itself) or nil, err (out of time: passed on).
+local function handed(c, h, deadline)
+    local rec = h.rec
+    if c.holder == h then
+        wait_confirmed(rec, c.client, deadline)
+    end
+    if c.holder == h and rec.confirmed and h.q:is_through() then  -- may run node_lost
+        return true
+    end
+    if c.holder ~= h then
+        h.relead = nil    -- node_lost made us lead
+        return "lead"
+    end
+    if rec.confirmed == nil and not rec.lost then
+        release_exclusive(h)     -- out of time: to the next, or the node goes
+        return nil, c.client:is_closed() and "closed" or "timeout"
+    end
+    c.rec, c.holder, c.state = nil, nil, "entering"   -- not confirmed: a new node
+    h.q:leave()
+    return "lead"
 end
 
 
 -- The exclusive form of _M.acquire.
 local function acquire_exclusive(client, path, driver, h, timeout)
     local c = cohort_of(client, path, driver)
+    check_held(c)
     if c.state == "idle" then
-        return lead(c, h, timeout)
+        return lead(c, h, util.deadline(timeout))
     end
     if timeout == 0 then
         return nil, "timeout"     -- try once: an owner of this process has it
@@ -387,8 +528,11 @@ local function acquire_exclusive(client, path, driver, h, timeout)
     end
     local how, err = await(e, c.client, deadline)
     h.entry = nil
+    if how == "held" then
+        how, err = handed(c, h, deadline)
+    end
     if how == "lead" then
-        return lead(c, h, remaining(deadline))
+        return lead(c, h, deadline)
     end
     return how and true, err
 end
@@ -410,19 +554,25 @@ end
 -- The last release of hold `h` (or its release after a loss): hands the
 -- node to the next local owner, or deletes it (without waiting); a lost
 -- node goes to no one, the next local owner joins the line again.
-local function release_exclusive(h)
+function release_exclusive(h)
     local c = h.cohort
     if c.holder ~= h then
         return     -- the node was lost meanwhile: the cohort moved on
     end
-    local rec = c.rec
-    local q = rec.q
-    if c.head <= c.tail and q:is_through() and not rec.revoked and within_bound(c, h.opts) then
+    local rec, q = c.rec, h.q
+    if not q:is_through() then     -- may run node_lost: then the cohort moved on
+        if c.holder == h then
+            pass_lead(c)           -- lost unwatched: the releaser needs no telling
+        end
+        q:leave()
+        return
+    end
+    if c.head <= c.tail and not rec.revoked and within_bound(c, h.opts) then
         local e = pop(c)
         if e then
             c.n = c.n + 1
             local nh = e.h
-            nh.q, nh.n, nh.cohort = q, c.n, c
+            nh.q, nh.n, nh.cohort, nh.rec = q, c.n, c, rec
             c.holder = nh
             e.state = "held"
             e.ev:set()
@@ -453,19 +603,31 @@ end
 
 
 local function gen_lost(reason, rec)
+    if rec.lost then
+        return
+    end
+    rec.lost = true
+    wake(rec)
     local g = rec.gen
     if g.c.open == g then
         g.c.open = nil
     end
     for h in pairs(g.holds) do
-        util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+        if not h.confirming then     -- not granted yet: it opens a new generation
+            util.call_all(g.c.client, h.lost_fns, "lock on_lost", reason, h.owner)
+        end
     end
 end
 
 local function gen_watch_lost(g)
     local rec = g.rec
-    if rec and not rec.lost_watched then
-        rec.lost_watched = true
+    if not rec then
+        return
+    end
+    if g.state == "held" then
+        watch_loss(rec, gen_lost, g.c.client)
+    elseif not rec.lost_watched then
+        rec.lost_watched = true       -- set when the node is through
         rec.q:on_lost(gen_lost, rec)
     end
 end
@@ -537,8 +699,7 @@ local function lead_shared(g, h, timeout)
     if #h.lost_fns > 0 then
         gen_watch_lost(g)
     end
-    local ok, err = q:enter(timeout)
-    h.leading = nil
+    local ok, err = enter(h, q, timeout)
     if not ok then
         gen_pass_lead(g)
         return nil, err
@@ -558,24 +719,40 @@ end
 
 local function acquire_shared(client, path, driver, h, timeout)
     local c = cohort_of(client, path, driver)
+    local deadline = util.deadline(timeout)
     local g = c.open
-    if g and g.state == "held" then
-        if joinable(g, h.opts) then
+    while g and g.state == "held" do
+        local ok = joinable(g, h.opts)
+        if ok and g.rec.confirmed then
             join(g, h)
             return true
+        elseif ok and g.rec.confirmed == nil and remaining(deadline) ~= 0 then
+            -- Granted only once confirmed (header): at most one wait per
+            -- node. Meanwhile h counts as a holder, so the node stays.
+            local rec = g.rec
+            join(g, h)
+            h.confirming = true
+            gen_watch_lost(g)
+            wait_confirmed(rec, client, deadline)
+            h.confirming = nil
+            if g.holds[h] and rec.confirmed and not rec.lost and rec.q:is_through() then
+                return true
+            end
+            release_shared(h)
+            g = c.open     -- anything may have changed meanwhile
+        else
+            c.open, g = nil, nil
         end
-        c.open, g = nil, nil
     end
     if not g then
         g = { c = c, state = "entering", holds = {}, holders = 0, joins = 0, since = 0,
               remote = true, waiting = {}, head = 1, tail = 0 }
         c.open = g
-        return lead_shared(g, h, timeout)
+        return lead_shared(g, h, remaining(deadline))
     end
     if timeout == 0 then
         return nil, "timeout"     -- try once: a reader of this process is entering
     end
-    local deadline = util.deadline(timeout)
     h.entry = enqueue(g, client, h)
     local how, err = await(h.entry, client, deadline)
     h.entry = nil
@@ -585,7 +762,7 @@ local function acquire_shared(client, path, driver, h, timeout)
     return how and true, err
 end
 
-local function release_shared(h)
+function release_shared(h)
     local g = h.gen
     if not g.holds[h] then
         return
@@ -648,6 +825,10 @@ function Tie:leave()
         end
         rec.q:leave()
         return
+    end
+    if h.relead then    -- its node lost, made to lead, never resumed
+        h.relead = nil
+        return pass_lead(h.cohort)
     end
     local e = h.entry
     if e and not e.gone then
