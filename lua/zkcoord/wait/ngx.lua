@@ -92,6 +92,7 @@ function _M.new(client, pump)
         parked = false,
         scopes = {},          -- requests that own nodes: scope -> true
         by_ctx = setmetatable({}, { __mode = "k" }),  -- ngx.ctx -> scope
+        threads = setmetatable({}, { __mode = "k" }), -- coroutine -> light threads it spawned
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
@@ -284,33 +285,83 @@ end
 _M.now = core.now
 
 
---- client:spawn(fn, ...) in nginx: a light thread of the current request.
+--- client:spawn(fn, ...) in nginx: a light thread of the current
+--- coroutine (a request's, a timer's or a light thread's).
 function _M:spawn(fn, ...)
-    local threads = self.threads or {}
-    self.threads = threads
     local t, err = ngx.thread.spawn(fn, ...)
     if not t then
         error("zkcoord: cannot spawn: " .. tostring(err), 3)
     end
-    threads[#threads + 1] = t
+    -- Per parent: only the parent may ngx.thread.wait on a thread, and
+    -- one waiter serves every request of the worker.
+    local parent = running()
+    local list = self.threads[parent]
+    if not list then
+        list = {}
+        self.threads[parent] = list
+    end
+    list[#list + 1] = t
     return t
 end
 
 
---- client:run(timeout) in nginx: waits for the spawned light threads (the
---- timeout is checked between them).
-function _M:run(timeout)
-    local threads = self.threads or {}
-    self.threads = nil
-    local deadline = timeout and ngx.now() + timeout
-    for i = 1, #threads do
-        if deadline and ngx.now() > deadline then
-            for j = i, #threads do ngx.thread.kill(threads[j]) end
-            return false
+local co_status, remove, huge = coroutine.status, table.remove, math.huge
+local TIMED_OUT = {}     -- what run's sleeper returns: no thread returns it
+
+local function sleeper(seconds)
+    _M.sleep(nil, seconds)
+    return TIMED_OUT
+end
+
+
+-- Waits for the threads of `list` in order, the sleeper `timer` (if any)
+-- bounding each wait; a thread that ended leaves the list. Returns true
+-- when all ended, false when the sleeper ended first. A thread's error
+-- is not ours to raise: nginx logs it ("lua user thread aborted"), as the
+-- blocking waiter logs a spawned coroutine's, and it counts as ended.
+local function wait_all(list, timer)
+    while list[1] do
+        local t = list[1]
+        -- Killed, or waited for by the caller: ngx.thread.wait skips it
+        -- and would wait for the sleeper alone.
+        if co_status(t) ~= "dead" then
+            if timer then
+                local ok, res = ngx.thread.wait(t, timer)
+                if ok and res == TIMED_OUT then
+                    return false
+                end
+            else
+                ngx.thread.wait(t)
+            end
         end
-        ngx.thread.wait(threads[i])
+        remove(list, 1)
     end
     return true
+end
+
+
+--- client:run(timeout) in nginx: waits for the light threads this
+--- coroutine spawned, at most `timeout` seconds (nil: until done). On
+--- timeout it returns false and the threads go on, as in the blocking
+--- waiter: a later run waits for them again.
+function _M:run(timeout)
+    local parent = running()
+    local list = self.threads[parent]
+    if not list then
+        return true
+    end
+    local timer = timeout and timeout < huge and ngx.thread.spawn(sleeper, timeout)
+    local ok, done = pcall(wait_all, list, timer)
+    if timer then
+        ngx.thread.kill(timer)     -- else the request would wait for it to end
+    end
+    if not ok then
+        error(done, 0)
+    end
+    if done then
+        self.threads[parent] = nil
+    end
+    return done
 end
 
 
