@@ -92,6 +92,7 @@ function _M.new(client, pump)
         parked = false,
         scopes = {},          -- requests that own nodes: scope -> true
         by_ctx = setmetatable({}, { __mode = "k" }),  -- ngx.ctx -> scope
+        by_co = setmetatable({}, { __mode = "k" }),   -- timer coroutine -> scope of its nodes
         threads = setmetatable({}, { __mode = "k" }), -- coroutine -> light threads it spawned
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
@@ -190,9 +191,22 @@ end
 
 --- Ties a recipe node (the client's registry entry `e` for `path`) to the
 --- current request, so it goes when the request ends. Not in a timer: a
---- timer is where work that outlives it (leadership) belongs.
+--- timer is where work that outlives it (leadership) belongs; there the
+--- node is only noted under its coroutine, so that a light thread killed
+--- while waiting in a line leaves it (ticker.lua, abandoned).
 function _M:track(e, path)
-    if not ctx_ref or get_phase() == "timer" then
+    if get_phase() == "timer" then
+        local co = running()
+        local s = self.by_co[co]
+        if not s then
+            s = { nodes = {} }     -- not in self.scopes: no request ends it
+            self.by_co[co] = s
+        end
+        e.scope, e.co = s, co
+        s.nodes[path] = e
+        return
+    end
+    if not ctx_ref then
         return
     end
     local ok, ctx = pcall(get_ctx)
@@ -218,8 +232,13 @@ end
 --- Unties node `path` from the current request (a lock cohort's node: the
 --- cohort ties its holders instead); the node stays owned by the client.
 function _M:untrack(path)
-    local ok, ctx = pcall(get_ctx)
-    local s = ok and self.by_ctx[ctx]
+    local s
+    if get_phase() == "timer" then
+        s = self.by_co[running()]
+    else
+        local ok, ctx = pcall(get_ctx)
+        s = ok and self.by_ctx[ctx]
+    end
     local e = s and s.nodes[path]
     if e then
         s.nodes[path], e.scope = nil, nil
