@@ -163,3 +163,26 @@ describe("light threads in nginx #zk #ngx", function()
         assert(other:release())
     end)
 end)
+
+-- The same future fix, outside nginx: client:spawn coroutines of the
+-- blocking waiter.
+describe("light threads, the blocking waiter's counterpart #zk #ngx", function()
+    after_each(function()
+        zk.close_clients()
+    end)
+
+    it("a future waited on by two spawned coroutines wakes both", function()
+        local c = zk.client {}
+        local f = c:send("get", "/")
+        local took = {}
+        for i = 1, 2 do
+            c:spawn(function()
+                local t0 = c:waiter():now()
+                assert(f:wait(3))
+                took[i] = ("%.1f"):format(c:waiter():now() - t0)
+            end)
+        end
+        assert.is_true(c:run(10))
+        assert.are.same({ "0.0", "0.0" }, took)
+    end)
+end)
