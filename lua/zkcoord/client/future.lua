@@ -39,7 +39,9 @@ function _M.new_entry(id, serial)
         value = false,    -- data, or the created path
         stat = false,     -- the node's stat table, when the reply has one
         extra = false,    -- children, ACL entries or multi results
-        ev = false,       -- the waiter event of a caller waiting for it now
+        ev = false,       -- the waiter events of the callers waiting for it now,
+                          -- a list linked by ev.next_waiter (several coroutines
+                          -- may wait on one future)
         late = false,     -- fn(entry, ctx) for a reply nobody waits for
         ctx = false,      -- late's context: what its caller needs to act on it
         lost = false,     -- why its session ended while it was in flight
@@ -48,16 +50,24 @@ function _M.new_entry(id, serial)
 end
 
 
---- Completes `p` with a reply: wakes the caller waiting for it, or hands
---- it to its late handler through `waiter:defer` (also when the caller's
---- wait was abandoned: its coroutine is gone).
+--- Completes `p` with a reply: wakes every caller waiting for it, or,
+--- when none does, hands it to its late handler through `waiter:defer`
+--- (also when the callers' waits were abandoned: their coroutines are
+--- gone).
 --- @local
 function _M.complete(p, rc, value, stat, extra, waiter)
     p.done = true
     p.rc, p.value, p.stat, p.extra = rc, value, stat, extra
-    if p.ev and not p.ev.abandoned then
-        p.ev:set()
-    elseif p.late then
+    local woken = false
+    local ev = p.ev
+    while ev do
+        if not ev.abandoned then
+            ev:set()
+            woken = true
+        end
+        ev = ev.next_waiter
+    end
+    if not woken and p.late then
         waiter:defer(p.late, p, p.ctx)
     end
 end
@@ -120,19 +130,40 @@ function _M.composite(client, compose)
 end
 
 
+-- Takes event `ev` out of `p`'s waiting list.
+local function unlink(p, ev)
+    if p.ev == ev then
+        p.ev = ev.next_waiter
+        return
+    end
+    local prev = p.ev
+    while prev and prev.next_waiter ~= ev do
+        prev = prev.next_waiter
+    end
+    if prev then
+        prev.next_waiter = ev.next_waiter
+    end
+end
+
+
 -- Waits for pending record `p`. A wait that gives up leaves the record to
 -- its late handler (if any), so a reply that still arrives is not lost.
 local function await(client, p, timeout)
     if not p.done then
         local ev = client:waiter():event()
         -- ev.entry: a waiter whose caller is gone (an aborted nginx
-        -- request) hands the record to its late handler (abandon below).
-        p.ev, ev.entry = ev, p
+        -- request) hands the record to its late handler (abandon in
+        -- wait/ngx/ticker.lua).
+        ev.entry, ev.next_waiter = p, p.ev
+        p.ev = ev
         ev:wait(timeout)
-        p.ev = false
+        unlink(p, ev)
         if not p.done then
             return nil, client:is_closed() and "closed" or "timeout"
         end
+        -- Taken: another waiter of it, abandoned later with its event
+        -- set, must not hand the reply to the late handler too.
+        p.late = false
     end
     return true
 end

@@ -93,6 +93,8 @@ function _M.new(client, pump)
         parked = false,
         scopes = {},          -- requests that own nodes: scope -> true
         by_ctx = setmetatable({}, { __mode = "k" }),  -- ngx.ctx -> scope
+        by_co = setmetatable({}, { __mode = "k" }),   -- timer coroutine -> scope of its nodes
+        threads = setmetatable({}, { __mode = "k" }), -- coroutine -> light threads it spawned
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
@@ -193,9 +195,22 @@ end
 
 --- Ties a recipe node (the client's registry entry `e` for `path`) to the
 --- current request, so it goes when the request ends. Not in a timer: a
---- timer is where work that outlives it (leadership) belongs.
+--- timer is where work that outlives it (leadership) belongs; there the
+--- node is only noted under its coroutine, so that a light thread killed
+--- while waiting in a line leaves it (ticker.lua, abandoned).
 function _M:track(e, path)
-    if not ctx_ref or get_phase() == "timer" then
+    if get_phase() == "timer" then
+        local co = running()
+        local s = self.by_co[co]
+        if not s then
+            s = { nodes = {} }     -- not in self.scopes: no request ends it
+            self.by_co[co] = s
+        end
+        e.scope, e.co = s, co
+        s.nodes[path] = e
+        return
+    end
+    if not ctx_ref then
         return
     end
     local ok, ctx = pcall(get_ctx)
@@ -221,8 +236,13 @@ end
 --- Unties node `path` from the current request (a lock cohort's node: the
 --- cohort ties its holders instead); the node stays owned by the client.
 function _M:untrack(path)
-    local ok, ctx = pcall(get_ctx)
-    local s = ok and self.by_ctx[ctx]
+    local s
+    if get_phase() == "timer" then
+        s = self.by_co[running()]
+    else
+        local ok, ctx = pcall(get_ctx)
+        s = ok and self.by_ctx[ctx]
+    end
     local e = s and s.nodes[path]
     if e then
         s.nodes[path], e.scope = nil, nil
@@ -296,33 +316,83 @@ end
 _M.now = core.now
 
 
---- client:spawn(fn, ...) in nginx: a light thread of the current request.
+--- client:spawn(fn, ...) in nginx: a light thread of the current
+--- coroutine (a request's, a timer's or a light thread's).
 function _M:spawn(fn, ...)
-    local threads = self.threads or {}
-    self.threads = threads
     local t, err = ngx.thread.spawn(fn, ...)
     if not t then
         error("zkcoord: cannot spawn: " .. tostring(err), 3)
     end
-    threads[#threads + 1] = t
+    -- Per parent: only the parent may ngx.thread.wait on a thread, and
+    -- one waiter serves every request of the worker.
+    local parent = running()
+    local list = self.threads[parent]
+    if not list then
+        list = {}
+        self.threads[parent] = list
+    end
+    list[#list + 1] = t
     return t
 end
 
 
---- client:run(timeout) in nginx: waits for the spawned light threads (the
---- timeout is checked between them).
-function _M:run(timeout)
-    local threads = self.threads or {}
-    self.threads = nil
-    local deadline = timeout and ngx.now() + timeout
-    for i = 1, #threads do
-        if deadline and ngx.now() > deadline then
-            for j = i, #threads do ngx.thread.kill(threads[j]) end
-            return false
+local co_status, remove, huge = coroutine.status, table.remove, math.huge
+local TIMED_OUT = {}     -- what run's sleeper returns: no thread returns it
+
+local function sleeper(seconds)
+    _M.sleep(nil, seconds)
+    return TIMED_OUT
+end
+
+
+-- Waits for the threads of `list` in order, the sleeper `timer` (if any)
+-- bounding each wait; a thread that ended leaves the list. Returns true
+-- when all ended, false when the sleeper ended first. A thread's error
+-- is not ours to raise: nginx logs it ("lua user thread aborted"), as the
+-- blocking waiter logs a spawned coroutine's, and it counts as ended.
+local function wait_all(list, timer)
+    while list[1] do
+        local t = list[1]
+        -- Killed, or waited for by the caller: ngx.thread.wait skips it
+        -- and would wait for the sleeper alone.
+        if co_status(t) ~= "dead" then
+            if timer then
+                local ok, res = ngx.thread.wait(t, timer)
+                if ok and res == TIMED_OUT then
+                    return false
+                end
+            else
+                ngx.thread.wait(t)
+            end
         end
-        ngx.thread.wait(threads[i])
+        remove(list, 1)
     end
     return true
+end
+
+
+--- client:run(timeout) in nginx: waits for the light threads this
+--- coroutine spawned, at most `timeout` seconds (nil: until done). On
+--- timeout it returns false and the threads go on, as in the blocking
+--- waiter: a later run waits for them again.
+function _M:run(timeout)
+    local parent = running()
+    local list = self.threads[parent]
+    if not list then
+        return true
+    end
+    local timer = timeout and timeout < huge and ngx.thread.spawn(sleeper, timeout)
+    local ok, done = pcall(wait_all, list, timer)
+    if timer then
+        ngx.thread.kill(timer)     -- else the request would wait for it to end
+    end
+    if not ok then
+        error(done, 0)
+    end
+    if done then
+        self.threads[parent] = nil
+    end
+    return done
 end
 
 

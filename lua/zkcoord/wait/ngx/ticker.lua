@@ -150,16 +150,28 @@ end
 local end_scopes = _M.end_scopes
 
 
--- A coroutine killed while waiting (a light thread, an aborted request):
--- the positions it was waiting in leave the line.
+-- The positions of coroutine `co` in scope `s` it was waiting in leave
+-- the line.
+local function leave_waiting(client, s, co)
+    for path, e in pairs(s.nodes) do
+        if e.co == co and not e.q:is_through() then
+            drop(client, path, e, "a killed thread")
+        end
+    end
+end
+
+
+-- A coroutine killed while waiting (a light thread of a request or a
+-- timer, an aborted request): the positions it was waiting in leave the
+-- line. A timer's nodes are noted by coroutine (waiter:track).
 local function abandoned(self, co)
     local client = self.client
     for s in pairs(self.scopes) do
-        for path, e in pairs(s.nodes) do
-            if e.co == co and not e.q:is_through() then
-                drop(client, path, e, "a killed thread")
-            end
-        end
+        leave_waiting(client, s, co)
+    end
+    local s = self.by_co[co]
+    if s then
+        leave_waiting(client, s, co)
     end
 end
 
@@ -175,7 +187,7 @@ local function abandon(self, ev, was_set)
         p.late = nil
         self:defer(late, p, p.ctx)
     end
-    if ctx_ref and ev.co then
+    if ev.co then
         abandoned(self, ev.co)
     end
 end
