@@ -391,8 +391,13 @@ function _M:_claim(e, deadline)
             drop_if_ours(client, claim, sid)
             return nil, "timeout"
         end
-        local st = client:exists(claim)
-        if not (st and st.ephemeral_owner == sid) then
+        local st, serr = client:exists(claim)
+        if st == nil then
+            -- Not learnt: a claim our create made would lock the item
+            -- until the session ends.
+            drop_if_ours(client, claim, sid)
+            return nil, serr
+        elseif not (st and st.ephemeral_owner == sid) then
             return false
         end
         data, stat = client:get(path)    -- ours: the create did happen
