@@ -307,10 +307,10 @@ end
 -- undecided): someone deleted it. The item is lost, as with the session:
 -- held() is false, ack() and release() return "lost" and delete nothing
 -- (the path may hold another consumer's claim by now).
-local function claim_gone(item)
-    if item.claim and not item._writing and not item._unsure then
-        item._deleted = true
-        item._held:forget()
+local function claim_gone(self)
+    if self.claim and not self._writing and not self._unsure then
+        self._deleted = true
+        self._held:forget()
     end
 end
 
@@ -320,41 +320,41 @@ end
 -- Static handlers; the item travels as the watch's and the reply's context.
 local watch_claim
 
-local function claim_watch_fired(ev, item)
-    if item.claim ~= ev.path or item._deleted then
+local function claim_watch_fired(ev, self)
+    if self.claim ~= ev.path or self._deleted then
         return
     end
     if ev.type == "deleted" then
-        claim_gone(item)
+        claim_gone(self)
     elseif ev.type == "changed" then
-        watch_claim(item)     -- re-arm
+        watch_claim(self)     -- re-arm
     end
     -- "session": the claim went with the session; claimed() sees the new id
 end
 
 
-local function claim_watch_reply(p, item)
-    if item.claim == nil or item._deleted or p.rc == 0 then
+local function claim_watch_reply(p, self)
+    if self.claim == nil or self._deleted or p.rc == 0 then
         return
     end
     local e = errors.name(p.rc)
     if e == "nonode" then
-        claim_gone(item)      -- gone before the watch was set
+        claim_gone(self)      -- gone before the watch was set
     elseif (transient[e] or unknown_outcome[e]) and e ~= "sessionexpired" then
         -- no watch was set (connection loss): again once back in our session
-        when_back(item.queue.client, item._sid, function() watch_claim(item) end)
+        when_back(self.queue.client, self._sid, function() watch_claim(self) end)
     end
 end
 
 
-watch_claim = function(item)
-    local client = item.queue.client
-    if client:session_id() ~= item._sid or item.claim == nil then
+watch_claim = function(self)
+    local client = self.queue.client
+    if client:session_id() ~= self._sid or self.claim == nil then
         return
     end
-    local f = client:send("exists", item.claim, claim_watch_fired, item)
-    if not f:on_late(claim_watch_reply, item) then
-        when_back(client, item._sid, function() watch_claim(item) end)
+    local f = client:send("exists", self.claim, claim_watch_fired, self)
+    if not f:on_late(claim_watch_reply, self) then
+        when_back(client, self._sid, function() watch_claim(self) end)
     end
 end
 
