@@ -303,6 +303,62 @@ local function drop_if_ours(client, claim, sid)
 end
 
 
+-- The claim went while held, not by a write of ours (none in flight or
+-- undecided): someone deleted it. The item is lost, as with the session:
+-- held() is false, ack() and release() return "lost" and delete nothing
+-- (the path may hold another consumer's claim by now).
+local function claim_gone(self)
+    if self.claim and not self._writing and not self._unsure then
+        self._deleted = true
+        self._held:forget()
+    end
+end
+
+
+-- Our claim is watched while held (line/node.lua's _watch_own): a delete
+-- by someone else must reach held() and stop ack() from deleting the item.
+-- Static handlers; the item travels as the watch's and the reply's context.
+local watch_claim
+
+local function claim_watch_fired(ev, self)
+    if self.claim ~= ev.path or self._deleted then
+        return
+    end
+    if ev.type == "deleted" then
+        claim_gone(self)
+    elseif ev.type == "changed" then
+        watch_claim(self)     -- re-arm
+    end
+    -- "session": the claim went with the session; claimed() sees the new id
+end
+
+
+local function claim_watch_reply(p, self)
+    if self.claim == nil or self._deleted or p.rc == 0 then
+        return
+    end
+    local e = errors.name(p.rc)
+    if e == "nonode" then
+        claim_gone(self)      -- gone before the watch was set
+    elseif (transient[e] or unknown_outcome[e]) and e ~= "sessionexpired" then
+        -- no watch was set (connection loss): again once back in our session
+        when_back(self.queue.client, self._sid, function() watch_claim(self) end)
+    end
+end
+
+
+watch_claim = function(self)
+    local client = self.queue.client
+    if client:session_id() ~= self._sid or self.claim == nil then
+        return
+    end
+    local f = client:send("exists", self.claim, claim_watch_fired, self)
+    if not f:on_late(claim_watch_reply, self) then
+        when_back(client, self._sid, function() watch_claim(self) end)
+    end
+end
+
+
 -- Tries to claim one item; returns the item, false (taken by another, or
 -- acked meanwhile), or nil, err.
 function _M:_claim(e, deadline)
@@ -335,8 +391,13 @@ function _M:_claim(e, deadline)
             drop_if_ours(client, claim, sid)
             return nil, "timeout"
         end
-        local st = client:exists(claim)
-        if not (st and st.ephemeral_owner == sid) then
+        local st, serr = client:exists(claim)
+        if st == nil then
+            -- Not learnt: a claim our create made would lock the item
+            -- until the session ends.
+            drop_if_ours(client, claim, sid)
+            return nil, serr
+        elseif not (st and st.ephemeral_owner == sid) then
             return false
         end
         data, stat = client:get(path)    -- ours: the create did happen
@@ -368,11 +429,13 @@ function _M:_claim(e, deadline)
     local held = setmetatable({ client = client, _node = claim, _sid = sid, _through = true },
                               claim_mt)
     client:own_node(claim, held, true)
-    return setmetatable({
+    local item = setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
         stat = stat, _sid = sid,
     }, item_mt)
+    watch_claim(item)
+    return item
 end
 
 
@@ -555,9 +618,10 @@ end
 -- ---------------------------------------------------------------------------
 -- Items.
 
--- Is our claim still ours? It lives as long as the session that made it.
+-- Is our claim still ours? It lives as long as the session that made it,
+-- unless someone deleted it (the watch, claim_gone).
 local function claimed(self)
-    if self.claim == nil or self._sid == nil then
+    if self.claim == nil or self._sid == nil or self._deleted then
         return false
     end
     local client = self.queue.client
@@ -595,6 +659,22 @@ local function failed(self, err)
 end
 
 
+-- An ack's multi failed with "nonode" before any try of ours could have
+-- happened. results[1] (the claim) nonode: it was deleted under us, the
+-- item is lost, nothing was deleted. Else the item went (someone deleted
+-- it): our claim now locks nothing; give it back.
+local function ack_found_nonode(self, results)
+    if results and results[1] and results[1].err == "nonode" then
+        self._deleted = true
+        let_go(self)
+        return nil, "lost"
+    end
+    give_back(self.queue.client, self.claim, self._sid)
+    let_go(self)
+    return nil, "nonode"
+end
+
+
 -- Deletes our claim with `ops` (an ack's multi, a release's delete),
 -- within the request timeout. A write whose reply was lost is decided by
 -- the claim once connected again: only our session deletes it while the
@@ -603,17 +683,19 @@ end
 -- A write still undecided at the deadline is reported "unknown", never
 -- "timeout": it may have happened. The next ack() or release() decides it
 -- (the claim gone while our session lives: it did).
-local function drop_claim(self, ops)
+local function drop_claim_now(self, ops)
     local client = self.queue.client
     local deadline = now() + client:request_timeout()
     local sent = self._unsure    -- an earlier try of ours may have happened
     local look = sent            -- then the claim decides before we write again
     while true do
         if not look then
-            local res, err = client:send("multi", ops):wait(remaining(deadline))
+            local res, err, results = client:send("multi", ops):wait(remaining(deadline))
             if res or err == "nonode" and #ops == 1 then
                 self._unsure = nil
                 return let_go(self)    -- a release whose claim is gone: given back
+            elseif err == "nonode" and not sent then
+                return ack_found_nonode(self, results)
             elseif unknown_outcome[err] and err ~= "sessionexpired" then
                 sent = true
             elseif not (transient[err] or err == "nonode" and sent) then
@@ -641,6 +723,19 @@ local function drop_claim(self, ops)
     -- The deadline: "unknown" if a write of ours may have happened.
     self._unsure = sent and claimed(self) or nil
     return failed(self, sent and "unknown" or "timeout")
+end
+
+
+local function drop_claim(self, ops)
+    -- While a write of ours may delete the claim, its watch cannot tell
+    -- our delete from another's (claim_gone).
+    self._writing = true
+    local ok, err = drop_claim_now(self, ops)
+    self._writing = nil
+    if not ok and self.claim and not self._unsure then
+        watch_claim(self)    -- a delete by another meanwhile was not told apart
+    end
+    return ok, err
 end
 
 
