@@ -15,13 +15,14 @@ local function assert_uuid(u)
     assert.equal(u:lower(), u)
 end
 
--- The uuids a luajit process prints, one a line, running `code`.
-local function run_lua(code)
+-- What a luajit process prints running `code` (the uuids, one a line),
+-- its command prefixed by `prefix`.
+local function run_lua(code, prefix)
     local file = zk.tmpdir() .. "/fork_uuids.lua"
     assert(proc.write_file(file, code))
     local env = zk.lua_env()
-    local p = assert(io.popen(("LUA_PATH=%s LUA_CPATH=%s luajit %s %s 2>&1"):format(
-        proc.shquote(env.LUA_PATH), proc.shquote(env.LUA_CPATH), proc.shquote(file),
+    local p = assert(io.popen(("LUA_PATH=%s LUA_CPATH=%s %sluajit %s %s 2>&1"):format(
+        proc.shquote(env.LUA_PATH), proc.shquote(env.LUA_CPATH), prefix or "", proc.shquote(file),
         proc.shquote(zk.tmpdir() .. "/child_uuids"))))
     local out = p:read("*a")
     p:close()
@@ -258,5 +259,129 @@ describe("stat tables #zk", function()
         local names, cst = c:children("/p")
         assert.same({ "a" }, names)
         assert.same(st, cst)
+    end)
+end)
+
+describe("the C session #zk", function()
+    local C = core.c
+    -- A new queue and a session on it, connected (its session records drained).
+    local function open_connected(serial)
+        local q = assert(core.completions())
+        local s = assert(core.open(q, zk.hosts(), 10, serial))
+        local rec = {}
+        local deadline = core.now() + 10
+        while true do
+            assert(core.now() < deadline, "not connected")
+            q:wait(0.2)
+            local up = false
+            while q:next(rec) do
+                if rec.kind == C.SESSION and rec.state == C.CONNECTED_STATE then up = true end
+            end
+            if up then return q, s end
+        end
+    end
+
+    -- The reply codes that reached q, by request id.
+    local function replies(q)
+        local got, rec = {}, {}
+        while q:next(rec) do
+            if rec.kind == C.REPLY then got[rec.id] = rec.rc end
+        end
+        return got
+    end
+
+    it("answers every request in flight when closed or collected, ZCLOSING for the unanswered",
+       function()
+        local short, lost = 0, 0
+        for round = 1, 40 do
+            local q, s = open_connected(round)
+            local ids = {}
+            for i = 1, 10 do ids[i] = assert(s:get("/zookeeper")) end
+            ids[11] = assert(s:multi { { type = C.OP_CHECK, path = "/zookeeper", version = -1 } })
+            if round % 2 == 0 then
+                s:close()
+            else
+                s = nil   -- luacheck: ignore 311
+                collectgarbage()
+                collectgarbage()
+            end
+            local got = replies(q)
+            local missing = 0
+            for _, id in ipairs(ids) do
+                if got[id] == nil then missing = missing + 1 end
+            end
+            if missing > 0 then short = short + 1 end
+            lost = lost + missing
+        end
+        assert.equal(0, lost, ("sessions with missing replies after close: %d of 40; "
+                               .. "replies never delivered: %d"):format(short, lost))
+    end)
+
+    it("rejects a version or a mode an int cannot hold, instead of truncating it", function()
+        local q, s = open_connected(1)
+        local name = "/core_version_" .. core.uuid()
+        local function rc_of(id)
+            local rec = {}
+            local deadline = core.now() + 10
+            while core.now() < deadline do
+                q:wait(0.2)
+                while q:next(rec) do
+                    if rec.kind == C.REPLY and rec.id == id then return rec.rc end
+                end
+            end
+            error("no reply")
+        end
+        assert.equal(0, rc_of(assert(s:create(name, "x", nil, C.PERSISTENT))))
+        for _, v in ipairs({ 4294967296, 2147483648, -2, 0.5, 0 / 0, math.huge }) do
+            local ok, err = pcall(s.set, s, name, "y", v)
+            assert.is_false(ok, "set version " .. v)
+            assert.matches("bad argument #4 to '[^']*' %(version must be an integer", err)
+            ok, err = pcall(s.delete, s, name, v)
+            assert.is_false(ok, "delete version " .. v)
+            assert.matches("bad argument #3 to '[^']*'", err)
+            ok, err = pcall(s.set_acl, s, name, { { perms = 31, scheme = "world", id = "anyone" } }, v)
+            assert.is_false(ok, "set_acl version " .. v)
+            assert.matches("bad argument #4 to '[^']*'", err)
+            ok, err = pcall(s.multi, s, { { type = C.OP_SET, path = name, data = "y", version = v } })
+            assert.is_false(ok, "multi version " .. v)
+            assert.matches("bad argument #2 to '[^']*' %(op 1: version must be", err)
+        end
+        for _, m in ipairs({ 4294967296, 7, -1, 1.5 }) do
+            local ok, err = pcall(s.create, s, name .. "m", nil, nil, m)
+            assert.is_false(ok, "create mode " .. m)
+            assert.matches("bad argument #5 to '[^']*' %(mode must be", err)
+            ok, err = pcall(s.multi, s, { { type = C.OP_CREATE, path = name .. "m", mode = m } })
+            assert.is_false(ok, "multi mode " .. m)
+            assert.matches("op 1: mode must be", err)
+        end
+        -- the node is still at version 0, and the limits still work
+        assert.equal(-103, rc_of(assert(s:set(name, "y", 1))))     -- ZBADVERSION
+        assert.equal(0, rc_of(assert(s:set(name, "y", 0))))
+        assert.equal(0, rc_of(assert(s:delete(name, -1))))
+        s:close()
+    end)
+
+    it("rejects a malformed ACL entry in a multi naming the op, and sends nothing", function()
+        local q, s = open_connected(1)
+        local ok, err = pcall(s.multi, s, {
+            { type = C.OP_CREATE, path = "/a", acl = { { perms = 31, scheme = "world", id = "anyone" } } },
+            { type = C.OP_CREATE, path = "/b", acl = { { perms = "x", scheme = "world", id = "anyone" } } } })
+        assert.is_false(ok)
+        assert.matches("bad argument #2 to '[^']*' %(op 2: ACL entry needs numeric perms", err)
+        s:close()
+        assert.same({}, replies(q))
+    end)
+
+    it("raises on a NaN timeout instead of waiting forever (q:wait, process.poll)", function()
+        -- in a child with a time limit: the old code never returned
+        local out = run_lua([[
+            local core = require "zkcoord.core"
+            local q = assert(core.completions())
+            print(pcall(q.wait, q, 0 / 0))
+            print(pcall(core.process.poll, 0 / 0))
+        ]], "timeout 10 ")
+        assert.matches("false\t[^\n]*bad argument #2 to '[^']*' %(timeout must be a number, not NaN%)\n"
+                       .. "false\t[^\n]*bad argument #1 to '[^']*' %(timeout must be a number, not NaN%)\n",
+                       out)
     end)
 end)

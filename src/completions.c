@@ -89,6 +89,71 @@ void record_free(record *r)
     free(r);
 }
 
+void inflight_init(inflight *f)
+{
+    pthread_mutex_init(&f->mu, NULL);
+    f->head = NULL;
+}
+
+void inflight_add(inflight *f, record *r)
+{
+    pthread_mutex_lock(&f->mu);
+    r->fl = f;
+    r->fl_prev = NULL;
+    r->fl_next = f->head;
+    if (f->head)
+        f->head->fl_prev = r;
+    f->head = r;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* ZK THREAD (a completion) or the Lua thread when a submit failed: exactly
+ * one of them owns r, so reading r->fl unlocked is safe. */
+void inflight_remove(record *r)
+{
+    inflight *f = r->fl;
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (r->fl_prev)
+        r->fl_prev->fl_next = r->fl_next;
+    else
+        f->head = r->fl_next;
+    if (r->fl_next)
+        r->fl_next->fl_prev = r->fl_prev;
+    r->fl = NULL;
+    r->fl_prev = r->fl_next = NULL;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* Only once no libzookeeper thread is left (zookeeper_close returned):
+ * nothing else can complete these records any more. A multi's per-op
+ * results were never filled: each op reports rc too. */
+void inflight_fail_all(inflight *f, int rc)
+{
+    record *r, *next;
+    int i;
+    pthread_mutex_lock(&f->mu);
+    r = f->head;
+    f->head = NULL;
+    pthread_mutex_unlock(&f->mu);
+    for (; r; r = next) {
+        next = r->fl_next;
+        r->fl = NULL;
+        r->fl_prev = r->fl_next = NULL;
+        r->rc = rc;
+        r->hb = NULL;   /* the server heard nothing */
+        for (i = 0; r->slots && i < r->nops; i++)
+            record_multi_results(r)[i].err = rc;
+        queue_push(r->queue, r);
+    }
+}
+
+void inflight_destroy(inflight *f)
+{
+    pthread_mutex_destroy(&f->mu);
+}
+
 zkq *queue_new(void)
 {
     pthread_condattr_t ca;

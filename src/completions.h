@@ -26,8 +26,12 @@ enum { OPT_CREATE = 1, OPT_DELETE = 2, OPT_SET = 3, OPT_CHECK = 4 };
 struct zkq;
 struct heartbeat;
 
+struct inflight;
+
 typedef struct record {
     struct record *next;
+    struct inflight *fl;     /* replies: the list holding it until its reply is pushed */
+    struct record *fl_prev, *fl_next;
     struct zkq *queue;       /* where the completion pushes it */
     struct heartbeat *hb;    /* replies: the session's clock, read only by the completion */
     double sent;             /* replies: monotonic time the request was submitted */
@@ -65,6 +69,21 @@ typedef struct zkq {
     int refs;                /* Lua userdata + each open session; guarded by mu */
     double next_id;          /* Lua thread only */
 } zkq;
+
+/* The replies a session has handed to libzookeeper and not yet pushed.
+ * libzookeeper 3.8's zookeeper_close can join its completion thread before
+ * that thread ran the ZCLOSING replies it queued: whatever is still here
+ * once zookeeper_close returned is answered by inflight_fail_all. */
+typedef struct inflight {
+    pthread_mutex_t mu;
+    record *head;
+} inflight;
+
+void inflight_init(inflight *f);
+void inflight_add(inflight *f, record *r);  /* Lua thread, before handing r over */
+void inflight_remove(record *r);            /* any thread; no-op when not linked */
+void inflight_fail_all(inflight *f, int rc); /* no libzookeeper thread left: push all */
+void inflight_destroy(inflight *f);
 
 zkq *queue_new(void);
 void queue_ref(zkq *q);

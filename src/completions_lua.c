@@ -56,6 +56,8 @@ static int queue_wait_l(lua_State *L)
 {
     zkq *q = completions_check(L, 1);
     double t = luaL_optnumber(L, 2, 0);
+    /* NaN would pass queue_wait's "no deadline" test: wait forever. */
+    luaL_argcheck(L, t == t, 2, "timeout must be a number, not NaN");
     lua_pushboolean(L, queue_wait(q, t));
     return 1;
 }

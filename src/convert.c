@@ -226,41 +226,78 @@ void convert_free_acl(struct ACL_vector *acl)
     acl->count = 0;
 }
 
-int convert_check_acl(lua_State *L, int idx, struct ACL_vector *out)
+/* Pushes field k of the table at idx without metamethods: the check and
+ * the conversion then see the same values. */
+static void raw_field(lua_State *L, int idx, const char *k)
+{
+    lua_pushstring(L, k);
+    lua_rawget(L, idx < 0 ? idx - 1 : idx);
+}
+
+const char *convert_acl_error(lua_State *L, int idx)
+{
+    int i, n, ok;
+    if (lua_isnoneornil(L, idx))
+        return NULL;
+    if (!lua_istable(L, idx))
+        return "ACL must be a table";
+    n = (int)zk_rawlen(L, idx);
+    if (n <= 0)
+        return "ACL must not be empty";
+    for (i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, i);
+        if (!lua_istable(L, -1)) {
+            lua_pop(L, 1);
+            return "ACL entries must be tables {perms=, scheme=, id=}";
+        }
+        raw_field(L, -1, "perms");
+        raw_field(L, -2, "scheme");
+        raw_field(L, -3, "id");
+        ok = lua_isnumber(L, -3) && lua_isstring(L, -2) && lua_isstring(L, -1);
+        lua_pop(L, 4);
+        if (!ok)
+            return "ACL entry needs numeric perms and string scheme and id";
+    }
+    return NULL;
+}
+
+int convert_acl(lua_State *L, int idx, struct ACL_vector *out)
 {
     int i, n;
     out->count = 0;
     out->data = NULL;
     if (lua_isnoneornil(L, idx))
         return 0;
-    luaL_checktype(L, idx, LUA_TTABLE);
     n = (int)zk_rawlen(L, idx);
-    if (n <= 0)
-        return luaL_argerror(L, idx, "ACL must not be empty");
     out->data = calloc((size_t)n, sizeof(struct ACL));
     if (!out->data)
-        return luaL_error(L, "out of memory");
+        return -1;
     for (i = 0; i < n; i++) {
-        const char *scheme, *id;
         lua_rawgeti(L, idx, i + 1);
-        if (!lua_istable(L, -1)) {
-            convert_free_acl(out);
-            return luaL_argerror(L, idx, "ACL entries must be tables {perms=, scheme=, id=}");
-        }
-        lua_getfield(L, -1, "perms");
-        lua_getfield(L, -2, "scheme");
-        lua_getfield(L, -3, "id");
-        scheme = lua_tostring(L, -2);
-        id = lua_tostring(L, -1);
-        if (!lua_isnumber(L, -3) || !scheme || !id) {
-            convert_free_acl(out);
-            return luaL_argerror(L, idx, "ACL entry needs numeric perms and string scheme and id");
-        }
+        raw_field(L, -1, "perms");
+        raw_field(L, -2, "scheme");
+        raw_field(L, -3, "id");
         out->data[i].perms = (int32_t)lua_tointeger(L, -3);
-        out->data[i].id.scheme = strdup(scheme);
-        out->data[i].id.id = strdup(id);
+        out->data[i].id.scheme = strdup(lua_tostring(L, -2));
+        out->data[i].id.id = strdup(lua_tostring(L, -1));
         out->count = i + 1;
         lua_pop(L, 4);
+        if (!out->data[i].id.scheme || !out->data[i].id.id) {
+            convert_free_acl(out);
+            return -1;
+        }
     }
+    return 0;
+}
+
+int convert_check_acl(lua_State *L, int idx, struct ACL_vector *out)
+{
+    const char *why = convert_acl_error(L, idx);
+    out->count = 0;
+    out->data = NULL;
+    if (why)
+        return luaL_argerror(L, idx, why);
+    if (convert_acl(L, idx, out) != 0)
+        return luaL_error(L, "out of memory");
     return 0;
 }

@@ -22,6 +22,11 @@ void convert_fill_record(lua_State *L, int t, int keys, record *r);
 /* Reads an ACL array at index idx into a malloc'd vector; nil gives NULL (open ACL).
  * Raises a Lua error on malformed input. */
 int convert_check_acl(lua_State *L, int idx, struct ACL_vector *out);
+/* The same in two steps, for callers holding memory: why the ACL at idx is
+ * malformed (NULL: fine; never raises), then its conversion (-1: out of
+ * memory, nothing held). */
+const char *convert_acl_error(lua_State *L, int idx);
+int convert_acl(lua_State *L, int idx, struct ACL_vector *out);
 void convert_free_acl(struct ACL_vector *acl);
 
 #endif

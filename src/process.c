@@ -87,6 +87,8 @@ static int p_poll(lua_State *L)
     double t = luaL_checknumber(L, 1);
     int n = lua_gettop(L) - 1, i, r, ms;
     luaL_argcheck(L, n >= 0 && n <= 8, 2, "at most 8 descriptors");
+    /* (int)(NaN * 1000) is undefined (in practice poll forever). */
+    luaL_argcheck(L, t == t, 1, "timeout must be a number, not NaN");
     for (i = 0; i < n; i++) {
         pfds[i].fd = (int)luaL_checkinteger(L, i + 2);
         pfds[i].events = POLLIN;

@@ -29,6 +29,7 @@ typedef struct session_ctx {
     zkq *q;
     double serial;
     heartbeat hb;        /* when the server last answered (heartbeat.c) */
+    inflight fl;         /* requests handed to libzookeeper, not yet answered */
 } session_ctx;
 
 typedef struct session {
@@ -106,6 +107,7 @@ static void watch_fired(zhandle_t *zh, int type, int state, const char *path, vo
  * the session's clock). */
 static void reply_push(record *r)
 {
+    inflight_remove(r);
     if (r->hb)
         heartbeat_heard(r->hb, r->sent, r->rc);
     queue_push(r->queue, r);
@@ -254,6 +256,34 @@ static const char *opt_data(lua_State *L, int idx, int *len)
     return p;
 }
 
+/* ZooKeeper's versions are int32 and modes a few constants: a plain cast
+ * would wrap 2^32 to version 0. Range first: casting NaN or a huge double
+ * to int is undefined. */
+static int valid_version(lua_Number v)
+{
+    return v >= -1 && v <= INT32_MAX && v == (lua_Number)(int)v;
+}
+
+static int valid_mode(lua_Number m)
+{
+    return m == ZOO_PERSISTENT || m == ZOO_EPHEMERAL || m == ZOO_PERSISTENT_SEQUENTIAL
+        || m == ZOO_EPHEMERAL_SEQUENTIAL || m == ZOO_CONTAINER
+        || m == ZOO_PERSISTENT_WITH_TTL || m == ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL;
+}
+
+#define VERSION_RANGE "version must be an integer from -1 to 2147483647"
+#define MODE_KNOWN "mode must be one of the create modes (core.c)"
+
+static int opt_version(lua_State *L, int idx)
+{
+    lua_Number v;
+    if (lua_isnoneornil(L, idx))
+        return -1;
+    v = luaL_checknumber(L, idx);
+    luaL_argcheck(L, valid_version(v), idx, VERSION_RANGE);
+    return (int)v;
+}
+
 static record *new_request(lua_State *L, session *s, int op)
 {
     record *r = record_new(s->ctx->q, REC_REPLY);
@@ -263,6 +293,8 @@ static record *new_request(lua_State *L, session *s, int op)
     r->id = s->ctx->q->next_id++;
     r->hb = &s->ctx->hb;
     r->sent = monotonic_now();
+    /* Linked before libzookeeper may complete it (session_destroy). */
+    inflight_add(&s->ctx->fl, r);
     return r;
 }
 
@@ -279,6 +311,7 @@ static int submitted(lua_State *L, session *s, record *r, int rc)
             rc = ZAUTHFAILED;
     }
     if (rc != ZOK) {
+        inflight_remove(r);
         record_free(r);
         lua_pushnil(L);
         lua_pushinteger(L, rc);
@@ -303,10 +336,12 @@ static int session_create(lua_State *L)
     struct ACL_vector acl;
     record *r;
     int64_t ttl;
-    lua_Number ttl_ms;
+    lua_Number ttl_ms, mode_n;
     if (!s)
         return 2;
-    mode = (int)luaL_optinteger(L, 5, 0);
+    mode_n = luaL_optnumber(L, 5, 0);
+    luaL_argcheck(L, valid_mode(mode_n), 5, MODE_KNOWN);
+    mode = (int)mode_n;
     ttl_ms = luaL_optnumber(L, 6, -1);
     /* Range first: casting NaN or a huge double to int64_t is undefined. */
     luaL_argcheck(L, ttl_ms >= -1 && ttl_ms <= 1099511627775.0, 6, "ttl out of range");
@@ -328,7 +363,7 @@ static int session_delete(lua_State *L)
 {
     session *s = open_session(L);
     const char *path = luaL_checkstring(L, 2);
-    int version = (int)luaL_optinteger(L, 3, -1);
+    int version = opt_version(L, 3);
     record *r;
     if (!s)
         return 2;
@@ -376,7 +411,7 @@ static int session_set(lua_State *L)
     const char *path = luaL_checkstring(L, 2);
     int len;
     const char *data = opt_data(L, 3, &len);
-    int version = (int)luaL_optinteger(L, 4, -1);
+    int version = opt_version(L, 4);
     record *r;
     if (!s)
         return 2;
@@ -424,7 +459,7 @@ static int session_set_acl(lua_State *L)
     if (!s)
         return 2;
     luaL_checktype(L, 3, LUA_TTABLE);
-    version = (int)luaL_optinteger(L, 4, -1);
+    version = opt_version(L, 4);
     convert_check_acl(L, 3, &acl);
     r = new_request(L, s, OP_SET_ACL);
     rc = zoo_aset_acl(s->zh, path, version, &acl, done_void, r);
@@ -468,6 +503,7 @@ static int session_remove_watch(lua_State *L)
         r->rc = zoo_remove_watches(s->zh, path, (ZooWatcherType)kind, watch_fired,
                                    (void *)(intptr_t)id, 1);
         r->hb = NULL;   /* answered locally: the server heard nothing */
+        inflight_remove(r);
         queue_push(r->queue, r);
         zk_pushid(L, r->id);
         return 1;
@@ -477,21 +513,84 @@ static int session_remove_watch(lua_State *L)
                                                (void_completion_t *)done_void, r));
 }
 
-static int field_int(lua_State *L, int t, const char *k, int dflt)
+/* Field k of op table t (raw: the check and the build below see the same
+ * values), pushed. */
+static void op_field(lua_State *L, int t, const char *k)
 {
-    int v;
-    lua_getfield(L, t, k);
-    v = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : dflt;
+    lua_pushstring(L, k);
+    lua_rawget(L, t < 0 ? t - 1 : t);
+}
+
+/* Number field k of op table t, dflt when nil; sets *bad when neither. */
+static lua_Number op_number(lua_State *L, int t, const char *k, lua_Number dflt, int *bad)
+{
+    lua_Number v = dflt;
+    op_field(L, t, k);
+    if (lua_isnumber(L, -1))
+        v = lua_tonumber(L, -1);
+    else if (!lua_isnil(L, -1))
+        *bad = 1;
     lua_pop(L, 1);
     return v;
 }
 
+static int op_error(lua_State *L, int i, const char *why)
+{
+    return luaL_argerror(L, 2, lua_pushfstring(L, "op %d: %s", i, why));
+}
+
+/* Raises on anything wrong in op i (table at the top), holding nothing.
+ * Returns the room a create's path needs (a sequence suffix included). */
+static int check_op(lua_State *L, int i)
+{
+    size_t plen;
+    int bad = 0;
+    lua_Number type, n;
+    const char *why;
+    if (!lua_istable(L, -1))
+        return luaL_argerror(L, 2, "ops must be tables");
+    op_field(L, -1, "path");
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return luaL_argerror(L, 2, "op without a string path");
+    lua_tolstring(L, -1, &plen);
+    lua_pop(L, 1);
+    luaL_argcheck(L, plen < INT_MAX - 32, 2, "path too long");
+    type = op_number(L, -1, "type", 0, &bad);
+    if (bad || (type != OPT_CREATE && type != OPT_DELETE && type != OPT_SET && type != OPT_CHECK))
+        return luaL_argerror(L, 2, "unknown op type");
+    n = op_number(L, -1, "version", -1, &bad);
+    if (bad || !valid_version(n))
+        return op_error(L, i, VERSION_RANGE);
+    if (type == OPT_CREATE) {
+        n = op_number(L, -1, "mode", 0, &bad);
+        if (bad || !valid_mode(n))
+            return op_error(L, i, MODE_KNOWN);
+        op_field(L, -1, "acl");
+        why = convert_acl_error(L, -1);
+        lua_pop(L, 1);
+        if (why)
+            return op_error(L, i, why);
+    }
+    return (int)plen + 32;
+}
+
+static void free_multi(zoo_op_t *ops, struct ACL_vector *acls, int n, record *r)
+{
+    int i;
+    for (i = 0; acls && i < n; i++)
+        convert_free_acl(&acls[i]);
+    free(acls);
+    free(ops);
+    record_free(r);
+}
+
 /* s:multi(ops): ops is an array of {type=OPT_*, path=, data=, version=, mode=, acl=}.
- * All strings stay on the Lua stack (inside ops) while zoo_amulti serializes. */
+ * Everything that can raise is checked before anything is allocated. All
+ * strings stay on the Lua stack (inside ops) while zoo_amulti serializes. */
 static int session_multi(lua_State *L)
 {
     session *s = open_session(L);
-    int n, i, rc, path_len = 0;
+    int n, i, rc, path_len = 0, room, bad = 0;
     zoo_op_t *ops;
     struct ACL_vector *acls;
     record *r;
@@ -499,25 +598,20 @@ static int session_multi(lua_State *L)
         return 2;
     luaL_checktype(L, 2, LUA_TTABLE);
     n = (int)zk_rawlen(L, 2);
-    luaL_argcheck(L, n > 0, 2, "multi needs at least one op");
+    if (n <= 0)     /* a return the compiler sees: n sizes the callocs below */
+        return luaL_argerror(L, 2, "multi needs at least one op");
     for (i = 1; i <= n; i++) {
-        size_t plen;
         lua_rawgeti(L, 2, i);
-        luaL_argcheck(L, lua_istable(L, -1), 2, "ops must be tables");
-        lua_getfield(L, -1, "path");
-        luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 2, "op without a string path");
-        lua_tolstring(L, -1, &plen);
-        if ((int)plen + 32 > path_len)
-            path_len = (int)plen + 32;  /* room for a sequence suffix */
-        lua_pop(L, 2);
+        room = check_op(L, i);
+        if (room > path_len)
+            path_len = room;
+        lua_pop(L, 1);
     }
     ops = calloc((size_t)n, sizeof(*ops));
     acls = calloc((size_t)n, sizeof(*acls));
     r = record_new(s->ctx->q, REC_REPLY);
     if (!ops || !acls || !r || !record_alloc_multi(r, n, path_len)) {
-        free(ops);
-        free(acls);
-        record_free(r);
+        free_multi(ops, acls, n, r);
         return luaL_error(L, "out of memory");
     }
     r->op = OP_MULTI;
@@ -526,36 +620,29 @@ static int session_multi(lua_State *L)
         size_t dlen = 0;
         int type, version;
         lua_rawgeti(L, 2, i + 1);
-        lua_getfield(L, -1, "path");
+        op_field(L, -1, "path");
         path = lua_tostring(L, -1);
         lua_pop(L, 1);
-        lua_getfield(L, -1, "data");
+        op_field(L, -1, "data");
         if (lua_type(L, -1) == LUA_TSTRING)
             data = lua_tolstring(L, -1, &dlen);
         lua_pop(L, 1);  /* the string stays reachable through ops[i] */
-        type = field_int(L, -1, "type", 0);
-        version = field_int(L, -1, "version", -1);
+        type = (int)op_number(L, -1, "type", 0, &bad);
+        version = (int)op_number(L, -1, "version", -1, &bad);
         record_multi_types(r)[i] = type;
         switch (type) {
         case OPT_CREATE:
-            lua_getfield(L, -1, "acl");
-            if (!lua_isnil(L, -1)) {
-                /* convert_check_acl raises on bad input: free what we hold first */
-                if (!lua_istable(L, -1)) {
-                    int j;
-                    for (j = 0; j < i; j++)
-                        convert_free_acl(&acls[j]);
-                    free(ops);
-                    free(acls);
-                    record_free(r);
-                    return luaL_argerror(L, 2, "acl must be a table");
-                }
-                convert_check_acl(L, lua_gettop(L), &acls[i]);
-            }
+            op_field(L, -1, "acl");
+            rc = convert_acl(L, lua_gettop(L), &acls[i]);
             lua_pop(L, 1);
+            if (rc != 0) {
+                free_multi(ops, acls, n, r);
+                return luaL_error(L, "out of memory");
+            }
             zoo_create_op_init(&ops[i], path, data, data ? (int)dlen : -1,
                                acls[i].data ? &acls[i] : &ZOO_OPEN_ACL_UNSAFE,
-                               field_int(L, -1, "mode", 0), record_multi_path(r, i), path_len);
+                               (int)op_number(L, -1, "mode", 0, &bad),
+                               record_multi_path(r, i), path_len);
             break;
         case OPT_DELETE:
             zoo_delete_op_init(&ops[i], path, version);
@@ -564,27 +651,18 @@ static int session_multi(lua_State *L)
             zoo_set_op_init(&ops[i], path, data, data ? (int)dlen : -1, version,
                             &record_multi_stats(r)[i]);
             break;
-        case OPT_CHECK:
+        default:    /* OPT_CHECK: check_op allowed no other */
             zoo_check_op_init(&ops[i], path, version);
             break;
-        default:
-            for (type = 0; type <= i; type++)
-                convert_free_acl(&acls[type]);
-            free(ops);
-            free(acls);
-            record_free(r);
-            return luaL_argerror(L, 2, "unknown op type");
         }
         lua_pop(L, 1);
     }
     r->id = s->ctx->q->next_id++;
     r->hb = &s->ctx->hb;
     r->sent = monotonic_now();
+    inflight_add(&s->ctx->fl, r);
     rc = zoo_amulti(s->zh, n, ops, record_multi_results(r), done_void, r);
-    for (i = 0; i < n; i++)
-        convert_free_acl(&acls[i]);
-    free(acls);
-    free(ops);
+    free_multi(ops, acls, n, NULL);
     return submitted(L, s, r, rc);
 }
 
@@ -661,11 +739,16 @@ static void session_destroy(session *s)
     if (s->fork_gen == fork_generation) {
         /* The heartbeat thread calls into the handle: join it first. */
         heartbeat_stop(&s->ctx->hb);
-        /* Runs outstanding completions with ZCLOSING on this thread: they push
-         * to the queue, whose mutex we do not hold, and touch the heartbeat,
-         * which lives until here. */
+        /* Runs some outstanding completions with ZCLOSING on this thread:
+         * they push to the queue, whose mutex we do not hold, and touch the
+         * heartbeat, which lives until here. */
         zookeeper_close(s->zh);
         s->zh = NULL;
+        /* libzookeeper 3.8 may join its completion thread before it ran the
+         * ZCLOSING replies it queued (close_requested ends its loop): those
+         * would never come. No thread of it is left now: answer them. */
+        inflight_fail_all(&s->ctx->fl, ZCLOSING);
+        inflight_destroy(&s->ctx->fl);
         heartbeat_destroy(&s->ctx->hb);
         queue_unref(s->ctx->q);
         free(s->ctx);
@@ -724,6 +807,7 @@ int session_open(lua_State *L)
     ctx->serial = serial;
     queue_ref(q);
     heartbeat_init(&ctx->hb);
+    inflight_init(&ctx->fl);
     s->ctx = ctx;
     pthread_once(&atfork_once, register_atfork);
     s->pid = getpid();
@@ -732,6 +816,7 @@ int session_open(lua_State *L)
     s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
     if (!s->zh) {
         int e = errno;
+        inflight_destroy(&ctx->fl);
         heartbeat_destroy(&ctx->hb);
         queue_unref(q);
         free(ctx);
