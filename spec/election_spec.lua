@@ -401,6 +401,23 @@ describe("election #zk", function()
         assert.is_false(a:is_leader())
     end)
 
+    it("run(fn) with fn resigning ends the round: no campaign again", function()
+        local e = c:election("/e")
+        local calls = 0
+        local ok, res = pcall(e.run, e, function()
+            calls = calls + 1
+            -- the old code campaigned again for ever: stop it here
+            if calls > 3 then error("looped: fn ran " .. calls .. " times") end
+            assert.is_true(e:resign())
+            return "done"
+        end)
+        assert.is_true(ok, tostring(res))
+        assert.equal("done", res)
+        assert.equal(1, calls)
+        assert.is_false(e:is_leader())
+        assert.same({}, (c:children("/e")))
+    end)
+
     it("raises on bad arguments", function()
         local e0 = c:election("/e")
         assert.has_error(function() e0:run("x") end,

@@ -218,6 +218,9 @@ function _M:_supervise(q)
         end
         -- resign() answers "lost" once for a leadership that ended unasked
         self._lost = reason ~= "resigned" or nil
+        if self._in_run and self._lost then
+            self._run_lost = true     -- run() campaigns again (a resign in fn does not)
+        end
         call_all(client, self._revoked_fns, "election on_revoked", reason)
         if self._lost and not no_rejoin and self.rejoin and not self._in_run
            and not self._q and not client:is_closed() then
@@ -499,10 +502,10 @@ end
 local RUN_KEYS = { "timeout", "requeue", "rejoin" }
 
 
--- run()'s give-back: resign, noting whether leadership ended while fn ran
--- (the session, or our node deleted), so that run() may rejoin.
+-- run()'s give-back. A loss not reported yet is found by resign() and
+-- noted by revoke (_run_lost), so that run() may rejoin; is_leader() can't
+-- tell it: it is false too after fn resigned, which ends the round.
 local function resign_after(self)
-    self._run_lost = not self:is_leader()
     local ok, err = self:resign()
     self._in_run = nil
     return ok, err
@@ -553,6 +556,7 @@ function _M:run(fn, opts)
             return nil, err, detail
         end
         self._in_run = true       -- a loss while fn runs is run()'s to rejoin
+        self._run_lost = nil
         local res = pack(util.run_held(resign_after, self, fn, self))
         local lost = self._run_lost
         if lost and not rejoin then
