@@ -418,6 +418,27 @@ describe("election #zk", function()
         assert.same({}, (c:children("/e")))
     end)
 
+    it("resign() ends a campaign() waiting in another coroutine", function()
+        local eo = other:election("/e", { id = "other" })
+        assert.is_true(eo:campaign(5))
+        local e = c:election("/e", { id = "me" })
+        local cok, cerr
+        c:spawn(function() cok, cerr = e:campaign(10) end)
+        -- our node is in the line behind eo's
+        assert.truthy(zk.wait_until(function()
+            c:run(0.02)
+            return #other:children("/e") == 2
+        end, 10))
+        assert.is_true(e:resign())
+        c:run(5)       -- returns once the campaign's coroutine is done
+        assert.is_nil(cok)
+        assert.equal("interrupted", cerr)
+        assert.is_true(eo:resign())
+        c:run(0.2)
+        assert.is_false(e:is_leader())
+        assert.same({}, (c:children("/e")))
+    end)
+
     it("raises on bad arguments", function()
         local e0 = c:election("/e")
         assert.has_error(function() e0:run("x") end,

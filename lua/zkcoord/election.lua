@@ -124,7 +124,8 @@ end
 --- Joins the election and waits until we are the leader (a rejoin running
 --- ends first, its node deleted: we join afresh).
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
----@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
+--- resign() from another coroutine ends it: nil, "interrupted".
+---@return true|nil ok, string? err "timeout" | "closed" | "interrupted" | a ZooKeeper code
 function _M:campaign(timeout)
     check_self(self, "campaign")
     util.check_timeout(timeout, "campaign", 1)
@@ -177,7 +178,11 @@ function _M:_campaign(q, deadline)
         end
         local mine, oerr = util.retry(client, deadline, util.UNTIL_DEADLINE, owned, client,
                                       q:node())
-        if mine then
+        if self._q ~= q then
+            -- resign() came during the check (it left q): not leader.
+            q:leave()
+            return nil, "interrupted"
+        elseif mine then
             won = true
             break
         end
