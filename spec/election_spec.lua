@@ -439,6 +439,30 @@ describe("election #zk", function()
         assert.same({}, (c:children("/e")))
     end)
 
+    it("a loss while on_elected runs is told after it returns, not inside it", function()
+        local e = c:election("/e")
+        local trace, inside = {}, false
+        e:on_elected(function()
+            trace[#trace + 1] = inside and "elected inside on_elected" or "elected"
+            if #trace > 1 then return end
+            inside = true
+            -- our node deleted while the callback's own calls wait: the
+            -- "deleted" report and the rejoin's queued steps run in them
+            assert(other:delete("/e/" .. c:children("/e")[1]))
+            c:sync("/")
+            c:get("/e")
+            inside = false
+        end)
+        e:on_revoked(function(reason)
+            trace[#trace + 1] = (inside and "revoked inside on_elected: " or "revoked: ") .. reason
+        end)
+        assert.is_true(e:campaign(5))
+        assert.truthy(zk.wait_until(function() return #trace >= 3 end, 10, c))
+        assert.same({ "elected", "revoked: deleted", "elected" }, trace)
+        assert.is_true(e:is_leader())   -- the rejoin leads
+        assert.is_true(e:resign())
+    end)
+
     it("raises on bad arguments", function()
         local e0 = c:election("/e")
         assert.has_error(function() e0:run("x") end,

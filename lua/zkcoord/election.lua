@@ -201,10 +201,29 @@ end
 
 
 -- We lead with position q: watch it, and tell the on_elected callbacks.
+-- A loss reported while they run (their client calls run queued
+-- callbacks) is told after they return: on_revoked, and a rejoin that
+-- could win, never run nested inside on_elected.
 function _M:_elected(q)
     self._q = q
+    self._electing = q
     self:_supervise(q)
     call_all(self.client, self._elected_fns, "election on_elected")
+    self:_flush_revoke(q)
+end
+
+
+-- Ends the on_elected phase of q: runs a revoke held back meanwhile.
+function _M:_flush_revoke(q)
+    if self._electing ~= q then
+        return
+    end
+    self._electing = nil
+    local held = self._held_revoke
+    if held then
+        self._held_revoke = nil
+        self._revoke(held[1], held[2])
+    end
 end
 
 
@@ -215,6 +234,9 @@ function _M:_supervise(q)
     -- no_rejoin: campaign() reports a loss it is about to answer itself
     local function revoke(reason, no_rejoin)
         if self._revoke_q ~= q then
+            return
+        elseif self._electing == q and reason ~= "resigned" then
+            self._held_revoke = { reason, no_rejoin }   -- told after on_elected
             return
         end
         self._revoke_q = nil
@@ -442,6 +464,10 @@ end
 function _M:resign()
     check_self(self, "resign")
     local q = self._q
+    if q then
+        self:_flush_revoke(q)     -- inside on_elected: a loss held back is told first
+        q = self._q
+    end
     if q then
         local was = q:is_through()     -- first: a loss found now is reported
         q:leave()
