@@ -401,6 +401,68 @@ describe("election #zk", function()
         assert.is_false(a:is_leader())
     end)
 
+    it("run(fn) with fn resigning ends the round: no campaign again", function()
+        local e = c:election("/e")
+        local calls = 0
+        local ok, res = pcall(e.run, e, function()
+            calls = calls + 1
+            -- the old code campaigned again for ever: stop it here
+            if calls > 3 then error("looped: fn ran " .. calls .. " times") end
+            assert.is_true(e:resign())
+            return "done"
+        end)
+        assert.is_true(ok, tostring(res))
+        assert.equal("done", res)
+        assert.equal(1, calls)
+        assert.is_false(e:is_leader())
+        assert.same({}, (c:children("/e")))
+    end)
+
+    it("resign() ends a campaign() waiting in another coroutine", function()
+        local eo = other:election("/e", { id = "other" })
+        assert.is_true(eo:campaign(5))
+        local e = c:election("/e", { id = "me" })
+        local cok, cerr
+        c:spawn(function() cok, cerr = e:campaign(10) end)
+        -- our node is in the line behind eo's
+        assert.truthy(zk.wait_until(function()
+            c:run(0.02)
+            return #other:children("/e") == 2
+        end, 10))
+        assert.is_true(e:resign())
+        c:run(5)       -- returns once the campaign's coroutine is done
+        assert.is_nil(cok)
+        assert.equal("interrupted", cerr)
+        assert.is_true(eo:resign())
+        c:run(0.2)
+        assert.is_false(e:is_leader())
+        assert.same({}, (c:children("/e")))
+    end)
+
+    it("a loss while on_elected runs is told after it returns, not inside it", function()
+        local e = c:election("/e")
+        local trace, inside = {}, false
+        e:on_elected(function()
+            trace[#trace + 1] = inside and "elected inside on_elected" or "elected"
+            if #trace > 1 then return end
+            inside = true
+            -- our node deleted while the callback's own calls wait: the
+            -- "deleted" report and the rejoin's queued steps run in them
+            assert(other:delete("/e/" .. c:children("/e")[1]))
+            c:sync("/")
+            c:get("/e")
+            inside = false
+        end)
+        e:on_revoked(function(reason)
+            trace[#trace + 1] = (inside and "revoked inside on_elected: " or "revoked: ") .. reason
+        end)
+        assert.is_true(e:campaign(5))
+        assert.truthy(zk.wait_until(function() return #trace >= 3 end, 10, c))
+        assert.same({ "elected", "revoked: deleted", "elected" }, trace)
+        assert.is_true(e:is_leader())   -- the rejoin leads
+        assert.is_true(e:resign())
+    end)
+
     it("raises on bad arguments", function()
         local e0 = c:election("/e")
         assert.has_error(function() e0:run("x") end,

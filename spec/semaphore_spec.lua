@@ -154,6 +154,48 @@ describe("semaphore #zk", function()
         assert.truthy(other:semaphore("/x", 1):acquire(2))
     end)
 
+    it("a waiter whose session expired leaves no free lease unused", function()
+        local third = zk.client { chroot = root }
+        local h = assert(c:semaphore("/s", 1):acquire(5))
+        local la, ea, lb, eb
+        other:spawn(function() la, ea = other:semaphore("/s", 1):acquire(10) end)
+        local function count()
+            return #c:children("/s/locks") + #c:children("/s/leases")
+        end
+        local function turn()
+            other:run(0.02)
+            third:run(0.02)
+        end
+        -- A holds the internal lock and waits in the lease line
+        assert.truthy(zk.wait_until(function() turn() return count() == 3 end, 10))
+        local sid = other:session_id()
+        assert.truthy(zk.expire_session(other))
+        -- A is back in line in its new session
+        assert.truthy(zk.wait_until(function()
+            turn()
+            for _, name in ipairs(c:children("/s/leases")) do
+                local st = c:exists("/s/leases/" .. name)
+                if st and st.ephemeral_owner == other:session_id()
+                   and st.ephemeral_owner ~= sid then
+                    return true
+                end
+            end
+        end, 10))
+        third:spawn(function() lb, eb = third:semaphore("/s", 1):acquire(6) end)
+        -- B waits too (the old code: in the lease line; now: for the lock)
+        assert.truthy(zk.wait_until(function() turn() return count() == 4 end, 10))
+        assert(h:release())
+        assert.truthy(zk.wait_until(function() turn() return la or ea or lb or eb end, 10))
+        -- A gets the free lease while B still waits (the old code: only
+        -- when B's acquire timed out)
+        assert.is_nil(eb)
+        assert.truthy(la, tostring(ea))
+        assert(la:release())
+        assert.truthy(zk.wait_until(function() turn() return lb or eb end, 10))
+        assert.truthy(lb, tostring(eb))
+        assert(lb:release())
+    end)
+
     it("raises on bad arguments", function()
         assert.has_error(function() c:semaphore("/s", 0) end)
         assert.has_error(function() c:semaphore("/s", 1.5) end)

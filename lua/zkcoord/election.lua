@@ -124,7 +124,8 @@ end
 --- Joins the election and waits until we are the leader (a rejoin running
 --- ends first, its node deleted: we join afresh).
 ---@param timeout number? seconds; nil waits as long as it takes, 0 tries once
----@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
+--- resign() from another coroutine ends it: nil, "interrupted".
+---@return true|nil ok, string? err "timeout" | "closed" | "interrupted" | a ZooKeeper code
 function _M:campaign(timeout)
     check_self(self, "campaign")
     util.check_timeout(timeout, "campaign", 1)
@@ -177,7 +178,11 @@ function _M:_campaign(q, deadline)
         end
         local mine, oerr = util.retry(client, deadline, util.UNTIL_DEADLINE, owned, client,
                                       q:node())
-        if mine then
+        if self._q ~= q then
+            -- resign() came during the check (it left q): not leader.
+            q:leave()
+            return nil, "interrupted"
+        elseif mine then
             won = true
             break
         end
@@ -196,10 +201,29 @@ end
 
 
 -- We lead with position q: watch it, and tell the on_elected callbacks.
+-- A loss reported while they run (their client calls run queued
+-- callbacks) is told after they return: on_revoked, and a rejoin that
+-- could win, never run nested inside on_elected.
 function _M:_elected(q)
     self._q = q
+    self._electing = q
     self:_supervise(q)
     call_all(self.client, self._elected_fns, "election on_elected")
+    self:_flush_revoke(q)
+end
+
+
+-- Ends the on_elected phase of q: runs a revoke held back meanwhile.
+function _M:_flush_revoke(q)
+    if self._electing ~= q then
+        return
+    end
+    self._electing = nil
+    local held = self._held_revoke
+    if held then
+        self._held_revoke = nil
+        self._revoke(held[1], held[2])
+    end
 end
 
 
@@ -211,6 +235,9 @@ function _M:_supervise(q)
     local function revoke(reason, no_rejoin)
         if self._revoke_q ~= q then
             return
+        elseif self._electing == q and reason ~= "resigned" then
+            self._held_revoke = { reason, no_rejoin }   -- told after on_elected
+            return
         end
         self._revoke_q = nil
         if self._q == q then
@@ -218,6 +245,9 @@ function _M:_supervise(q)
         end
         -- resign() answers "lost" once for a leadership that ended unasked
         self._lost = reason ~= "resigned" or nil
+        if self._in_run and self._lost then
+            self._run_lost = true     -- run() campaigns again (a resign in fn does not)
+        end
         call_all(client, self._revoked_fns, "election on_revoked", reason)
         if self._lost and not no_rejoin and self.rejoin and not self._in_run
            and not self._q and not client:is_closed() then
@@ -435,6 +465,10 @@ function _M:resign()
     check_self(self, "resign")
     local q = self._q
     if q then
+        self:_flush_revoke(q)     -- inside on_elected: a loss held back is told first
+        q = self._q
+    end
+    if q then
         local was = q:is_through()     -- first: a loss found now is reported
         q:leave()
         if self._revoke_q == q then
@@ -499,10 +533,10 @@ end
 local RUN_KEYS = { "timeout", "requeue", "rejoin" }
 
 
--- run()'s give-back: resign, noting whether leadership ended while fn ran
--- (the session, or our node deleted), so that run() may rejoin.
+-- run()'s give-back. A loss not reported yet is found by resign() and
+-- noted by revoke (_run_lost), so that run() may rejoin; is_leader() can't
+-- tell it: it is false too after fn resigned, which ends the round.
 local function resign_after(self)
-    self._run_lost = not self:is_leader()
     local ok, err = self:resign()
     self._in_run = nil
     return ok, err
@@ -553,6 +587,7 @@ function _M:run(fn, opts)
             return nil, err, detail
         end
         self._in_run = true       -- a loss while fn runs is run()'s to rejoin
+        self._run_lost = nil
         local res = pack(util.run_held(resign_after, self, fn, self))
         local lost = self._run_lost
         if lost and not rejoin then

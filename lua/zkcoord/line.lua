@@ -176,6 +176,8 @@ function _M.new(client, parent, driver, data)
         _serial = nil,    -- client session serial that created it
         _through = false,
         _lost_fns = {},
+        _epoch = 0,       -- bumped by leave(): an enter() running meanwhile stops
+        _wait_ev = nil,   -- the event enter() waits on (leave() sets it)
     }, mt)
 end
 
@@ -255,9 +257,17 @@ end
 
 --- Deletes our node (if any) without waiting: the delete is ordered before
 --- this session's next request, and retried until it succeeds or the
---- session that owns the node ends.
+--- session that owns the node ends. An enter() waiting meanwhile (another
+--- coroutine's, or one whose callbacks called this) returns nil,
+--- "interrupted" instead of joining the line again.
 function _M:leave()
     check_self(self, "leave")
+    self._epoch = self._epoch + 1
+    local ev = self._wait_ev
+    if ev then
+        self._wait_ev = nil
+        ev:set()
+    end
     local mine = self:_owns_node()
     local n = self:_forget()
     if n and mine then
@@ -412,16 +422,26 @@ end
 
 -- Waits as the rule's verdict says. Returns true, nil, the next listing
 -- (or nil) and the armed line watch, or nil, err.
-function _M:_wait_verdict(verdict, armed, deadline)
+function _M:_wait_verdict(verdict, armed, deadline, epoch)
     if remaining(deadline) == 0 then
         disarm(self, armed)
         return nil, "timeout"
     end
     if verdict == ANY then
-        return self:_wait_line(armed, deadline)
+        return self:_wait_line(armed, deadline, epoch)
     end
     disarm(self, armed)
-    return self:_wait_for(verdict, deadline)
+    return self:_wait_for(verdict, deadline, epoch)
+end
+
+
+-- Waits on ev for what is left of the deadline; leave() may set it.
+local function wait_event(self, ev, deadline)
+    self._wait_ev = ev
+    ev:wait(remaining(deadline))
+    if self._wait_ev == ev then
+        self._wait_ev = nil
+    end
 end
 
 
@@ -449,7 +469,8 @@ end
 
 --- Joins the line (if not already in it) and waits until the rule lets us
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
----@return true|nil ok, string? err  "timeout" | "closed" | a ZooKeeper code
+--- leave() while it waits ends it: nil, "interrupted".
+---@return true|nil ok, string? err  "timeout" | "closed" | "interrupted" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
     util.check_timeout(timeout, "enter", 1)
@@ -466,7 +487,15 @@ function _M:enter(timeout)
         end
     end
     local names, joined, armed   -- armed: { ev =, wake = } while a line watch is set
+    local epoch = self._epoch
     while true do
+        if self._epoch ~= epoch then
+            -- leave() came while we waited: the node is not to be made again
+            -- (a missing node would otherwise read as "join again").
+            disarm(self, armed)
+            self:leave()     -- a node created after it
+            return nil, "interrupted"
+        end
         if self._node and not self:_owns_node() then
             self:_forget()    -- the session that owned it ended: join again
         end
@@ -495,7 +524,7 @@ function _M:enter(timeout)
                 names = nil        -- our node went with the session: join again
             end
         end
-        if names then
+        if names and self._epoch == epoch then
             local how, verdict, entries, me
             how, verdict, armed, entries, me = self:_decide(names, armed)
             names = nil
@@ -514,7 +543,7 @@ function _M:enter(timeout)
                 -- waiting in one nginx worker ran it out of memory).
                 entries, me = nil, nil    -- luacheck: ignore 311
                 local ok, err
-                ok, err, names, armed = self:_wait_verdict(verdict, armed, deadline)
+                ok, err, names, armed = self:_wait_verdict(verdict, armed, deadline, epoch)
                 if not ok then
                     self:leave()
                     return nil, err
@@ -530,11 +559,14 @@ end
 -- line again with a new watch, so the rule's next answer is about exactly
 -- the listing the watch starts from: no change can slip between the two.
 -- Returns true, the new listing and the armed watch (or nil, err).
-function _M:_wait_line(armed, deadline)
+function _M:_wait_line(armed, deadline, epoch)
     local client = self.client
     if armed then
-        armed.ev:wait(remaining(deadline))
-        if not armed.ev.is_set then
+        wait_event(self, armed.ev, deadline)
+        if self._epoch ~= epoch then
+            disarm(self, armed)
+            return true, nil, nil, nil     -- left meanwhile: enter() stops
+        elseif not armed.ev.is_set then
             disarm(self, armed)
             return nil, client:is_closed() and "closed" or "timeout"
         end
@@ -557,7 +589,7 @@ end
 
 
 -- Waits until `entry` changes or goes. Returns true to re-check the line.
-function _M:_wait_for(entry, deadline)
+function _M:_wait_for(entry, deadline, epoch)
     local client = self.client
     local ev = client:waiter():event()
     local wake = waker(ev)
@@ -572,8 +604,11 @@ function _M:_wait_for(entry, deadline)
         client:remove_watches(entry.path, wake)   -- a reply after our wait ran out may set it
         return nil, err
     end
-    ev:wait(remaining(deadline))
-    if ev.is_set then
+    wait_event(self, ev, deadline)
+    if self._epoch ~= epoch then
+        client:remove_watches(entry.path, wake)
+        return true     -- left meanwhile: enter() stops
+    elseif ev.is_set then
         return true
     end
     client:remove_watches(entry.path, wake)

@@ -54,6 +54,13 @@ local OPT_KEYS = { "data" }
 local LOCK_DRIVER = line.driver { marker = "lock-", rule = rules.first }
 
 
+-- The internal lock's on_lost: leave the lease line (static: the lease
+-- line's position travels as the argument).
+local function leave_line(_, q)
+    q:leave()
+end
+
+
 -- How long to wait for one reply: what is left of the deadline, but a
 -- try-once (timeout 0) still waits for the round trip itself (bounded by
 -- the client's request timeout), as zkcoord.line does.
@@ -171,12 +178,20 @@ function _M:acquire(timeout)
     end
     -- The internal lock: one contender at a time watches the lease line.
     local lock = line.new(client, self.base .. "/locks", LOCK_DRIVER, self.data)
-    ok, err = lock:enter(remaining(deadline))
-    if not ok then
-        return nil, err
-    end
     local q = line.new(client, self.base .. "/leases", self._leases, self.data)
-    ok, err = q:enter(remaining(deadline))
+    -- Waiting in the lease line is the lock holder's only: a lock lost
+    -- meanwhile (its session ended, its node deleted) lets the next
+    -- contender in too, and rules.at_most then counts one waiter too many
+    -- for both of them (a free lease stays unused). So its loss leaves the
+    -- lease line (q:enter answers "interrupted") and we take the lock again.
+    lock:on_lost(leave_line, q)
+    repeat
+        ok, err = lock:enter(remaining(deadline))
+        if not ok then
+            return nil, err
+        end
+        ok, err = q:enter(remaining(deadline))
+    until ok or err ~= "interrupted"
     lock:leave()
     if not ok then
         return nil, err
