@@ -308,7 +308,10 @@ describe("lock cohort #zk", function()
         local z0 = lock:token()
         assert.is_true(zk.expire_session(c))
         assert.same({ nil, "lost" }, { lock:release() })
-        -- The cohort let the node go at that release: a try-once gets in.
+        -- The cohort let the node go at that release: a try-once gets in,
+        -- once the new session is there (before, it answers connectionloss:
+        -- seen under load)
+        assert(c:wait_connected(10))
         assert.same({ true }, { lock:acquire(0) })
         assert.is_true(lock:token() > z0)
         assert(lock:release())

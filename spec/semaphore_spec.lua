@@ -299,7 +299,11 @@ describe("semaphore #zk", function()
         -- three coroutines of one client (a wait in one lets the others run)
         for i = 1, 3 do
             other:spawn(function()
-                other:waiter():sleep(0.15 * i)       -- arrive in order 1, 2, 3
+                -- arrive in order 1, 2, 3: each once the one before is in the
+                -- internal lock's line (0.15 s apart was not enough at load 11)
+                while #assert(other:children("/order/locks")) < i - 1 do
+                    other:waiter():sleep(0.01)
+                end
                 local lease = assert(other:semaphore("/order", 1):acquire(10))
                 order[#order + 1] = i
                 other:waiter():sleep(0.05)
