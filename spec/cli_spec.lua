@@ -728,6 +728,76 @@ describe("zkcoord command #zk", function()
             assert.are.equal(71, (h.wait(5)))
             assert.is_false(proc.alive(sl))
         end)
+        it("a forwarded SIGTERM reaches other groups reparented to zkcoord, then SIGKILL", function()
+            -- bash -m: the background sleep in a group of its own; a daemon
+            -- (setsid) with a child: both are reparented to zkcoord only once
+            -- CMD's shell has died of the SIGTERM
+            local cases = {
+                { "bash", "-c", "set -m; sleep 300 & echo $! > %s; wait" },
+                { "sh", "-c", "setsid sh -c 'sleep 300 & echo $! > %s; wait' & wait" },
+            }
+            for k, argv in ipairs(cases) do
+                local p = root .. "/fwd" .. k
+                local sleeppid = tmpfile("sleep")
+                local cmd = { "lock", p, "--" }
+                for _, a in ipairs(argv) do cmd[#cmd + 1] = a:format(sleeppid) end
+                local h = start(cmd)
+                local sl = pid_in(sleeppid)
+                finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+                assert.truthy(wait_locks(p, 1))
+                assert(proc.kill(h.pid, "TERM"))
+                assert.are.equal(143, (h.wait(5)), argv[3])
+                assert.is_false(proc.alive(sl), argv[3])
+                assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            end
+            -- a command that ignores the SIGTERM: SIGKILL after --grace
+            local p = root .. "/fwdgrace"
+            local sleeppid = tmpfile("sleep")
+            local h = start({ "lock", "--grace", "0.5", p, "--", "sh", "-c",
+                              ("trap '' TERM; sleep 300 & echo $! > %s; wait"):format(sleeppid) })
+            local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "TERM"))
+            local rc, _, err = h.wait(5)
+            assert.are.equal(137, rc)
+            assert.truthy(err:find("SIGKILL", 1, true), err)
+            assert.is_false(proc.alive(sl))
+        end)
+
+        it("after Ctrl-Z and fg, a lock lost meanwhile ends CMD before it runs a step", function()
+            local p = root .. "/tstp"
+            local zkpidf, cmdpidf, ticks = tmpfile("zk"), tmpfile("cmd"), tmpfile("ticks")
+            -- on a terminal (script(1)), as a job of a shell: zkcoord hands
+            -- CMD the terminal, and stops with it on Ctrl-Z
+            local inner = ("echo $$ > %s; exec %s%s --session-timeout 2 lock %s -- sh -c %s"):format(
+                zkpidf, CLI_LUA and (CLI_LUA .. " ") or "", proc.shquote(BIN), p,
+                proc.shquote(("echo $$ > %s; while :; do echo tick >> %s; sleep 0.05; done")
+                             :format(cmdpidf, ticks)))
+            local h = start({ "-qec", inner, "/dev/null" }, { bin = "script" })
+            local zpid, cpid = pid_in(zkpidf), pid_in(cmdpidf)
+            finally(function()
+                for _, pid in ipairs({ zpid, cpid }) do
+                    if proc.alive(pid) then proc.kill(pid, "KILL") end
+                end
+            end)
+            assert.truthy(zk.wait_until(function() return proc.read_file(ticks) end, 10))
+            -- Ctrl-Z: the terminal's SIGTSTP to its foreground group, CMD's
+            local sent = os.execute(("/bin/kill -s TSTP -- -%d"):format(cpid))
+            assert.truthy(sent == true or sent == 0)
+            assert.truthy(zk.wait_until(function() return proc.stopped(zpid) end, 5))
+            -- meanwhile the session expires: another may take the lock
+            assert.truthy(zk.wait_until(function() return #admin:children(p) == 0 end, 10))
+            local n = #lines(proc.read_file(ticks))
+            assert.is_true(proc.stopped(cpid))
+            -- fg (script(1) stopped itself with its child, as a shell's job)
+            assert(proc.kill(zpid, "CONT"))
+            assert(proc.kill(h.pid, "CONT"))
+            local rc, out = h.wait(10)
+            assert.are.equal(71, rc, out)
+            assert.are.equal(n, #lines(proc.read_file(ticks)))
+            assert.truthy(out:find("lost (", 1, true), out)
+        end)
     end)
 
     describe("the README's cron.d example", function()
