@@ -765,6 +765,28 @@ describe("zkcoord command #zk", function()
             assert.is_false(proc.alive(sl))
         end)
 
+        it("SIGQUIT, SIGUSR1 and SIGUSR2 to zkcoord go to CMD; zkcoord lives on", function()
+            local p = root .. "/quit"
+            local marker = tmpfile("sigs")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("trap 'echo USR1 >> %s' USR1; trap 'echo USR2 >> %s' USR2;"
+                               .. " trap 'echo QUIT >> %s; exit 5' QUIT;"
+                               .. " while :; do sleep 0.05; done"):format(marker, marker, marker) })
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "USR1"))
+            assert.truthy(zk.wait_until(function() return proc.read_file(marker) == "USR1\n" end, 5))
+            assert(proc.kill(h.pid, "USR2"))
+            assert.truthy(zk.wait_until(function()
+                return proc.read_file(marker) == "USR1\nUSR2\n"
+            end, 5), proc.read_file(marker))
+            assert.is_true(h.running())
+            assert(proc.kill(h.pid, "QUIT"))
+            assert.are.equal(5, (h.wait(5)))      -- CMD's status
+            assert.are.equal("USR1\nUSR2\nQUIT\n", proc.read_file(marker))
+            -- released at once
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
         it("after Ctrl-Z and fg, a lock lost meanwhile ends CMD before it runs a step", function()
             local p = root .. "/tstp"
             local zkpidf, cmdpidf, ticks = tmpfile("zk"), tmpfile("cmd"), tmpfile("ticks")
