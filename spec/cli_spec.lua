@@ -191,6 +191,47 @@ describe("zkcoord command #zk", function()
         end)
     end)
 
+    describe("connecting", function()
+        -- A server that accepts connections and never answers; and whether
+        -- a client has connected to it.
+        local function silent_server()
+            local fd, port = assert(proc.tcp_listen("127.0.0.1", 0))
+            finally(function() proc.sys.C.zkh_close(fd) end)
+            return "127.0.0.1:" .. port, function()
+                return (proc.sys.poll1(fd, proc.sys.S.POLLIN, 0) or 0) > 0
+            end
+        end
+
+        it("a signal while connecting ends the command at once with 128+N", function()
+            local marker = tmpfile("ran")
+            for sig, n in pairs({ TERM = 15, INT = 2, HUP = 1 }) do
+                local hosts, contacted = silent_server()
+                local h = start({ "--servers", hosts, "--connect-timeout", "8", "lock",
+                                  root .. "/l", "--", "touch", marker })
+                assert.truthy(zk.wait_until(contacted, 10))     -- connecting
+                local t0 = proc.now()
+                assert(proc.kill(h.pid, sig))
+                local rc, _, err = h.wait(10)
+                local took = proc.now() - t0
+                assert.are.equal(128 + n, rc, err)
+                assert.truthy(err:find("SIG" .. sig .. " while connecting", 1, true), err)
+                assert.is_true(took < 4, "took " .. took)
+            end
+            assert.is_nil(proc.read_file(marker))
+        end)
+
+        it("-w counts the connect: a silent server ends the wait at -w, exit 75", function()
+            local hosts = silent_server()
+            local t0 = proc.now()
+            local rc, _, err = run({ "--servers", hosts, "--connect-timeout", "8", "lock", "-w", "1",
+                                     root .. "/l", "--", "true" })
+            local took = proc.now() - t0
+            assert.are.equal(75, rc, err)
+            assert.truthy(err:find("not acquired within 1s", 1, true), err)
+            assert.is_true(took < 5, "took " .. took)
+        end)
+    end)
+
     describe("plain verbs", function()
         it("set PATH - reads the data from stdin, as it is", function()
             local p = root .. "/stdin"

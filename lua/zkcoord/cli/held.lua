@@ -60,20 +60,33 @@ end
 -- guard started before any connection or thread exists, so it holds none.
 -- Returns the hold record h: c, sigfd, user_fds, guard, lk (lock) or e
 -- (election), what (for messages), and h.lost once the hold is lost;
--- h.done, h.ok, h.err, h.detail when the wait ends.
+-- h.done, h.ok, h.err, h.detail when the wait ends. Or h (without c) and
+-- what ended the connect: a signal number or "timeout".
 local function start(g, verb, o, path)
     local sigfd, serr = sys.block_signals()
     if not sigfd then
         exit(ex.OSERR, serr)
     end
     local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false }
+    h.what = verb == "lock" and ((o.shared and "read lock " or "lock ") .. path)
+             or ("leadership of " .. path)
     local guard, gerr = sys.guard()
     if not guard then
         exit(ex.OSERR, gerr)
     end
     h.guard = guard
-    h.c = session.connect(g, true)
-    local c = h.c
+    -- -w/--timeout counts from now, the connect included (-n, 0: one try
+    -- once connected); a signal or that deadline ends the connect at once
+    local t0 = sys.now()
+    o.wait_for = o.timeout
+    local c, why = session.connect(g, true, sigfd, (o.timeout or 0) > 0 and t0 + o.timeout or nil)
+    if not c then
+        return h, why
+    end
+    if (o.timeout or 0) > 0 then
+        o.timeout = math.max(0, o.timeout - (sys.now() - t0))
+    end
+    h.c = c
     if verb == "lock" then
         h.lk = line_position(c, path, o.shared, o.data or default_id())
         h.lk:on_lost(function(reason) h.lost = h.lost or reason end)
@@ -91,27 +104,33 @@ local function start(g, verb, o, path)
             h.done = true
         end)
     end
-    h.what = verb == "lock" and ((o.shared and "read lock " or "lock ") .. path)
-             or ("leadership of " .. path)
     return h
 end
 
 -- After the wait: the node and its token, or the exit status when the hold
 -- was not acquired, was lost already, or a signal came (before or with the
 -- grant).
+local function not_acquired(h, o)
+    note(("%s not acquired within %gs"):format(h.what, o.wait_for or 0))
+    return nil, o.conflict_exit_code or ex.TEMPFAIL
+end
+
+local function interrupted(h, sig, where)
+    note(("%s while %s the %s"):format(sys.SIGNAME[sig] or ("signal " .. sig), where, h.what))
+    return nil, 128 + sig
+end
+
 local function granted(h, verb, o, path)
     local c, what = h.c, h.what
     local sig = drive_until(c, h.sigfd, function() return h.done end)
     if sig then
         c:close()     -- our node, if any, goes with the session at once
-        note(("%s while waiting for the %s"):format(sys.SIGNAME[sig] or ("signal " .. sig), what))
-        return nil, 128 + sig
+        return interrupted(h, sig, "waiting for")
     end
     if not h.ok then
         c:close()
         if h.err == "timeout" then
-            note(("%s not acquired within %gs"):format(what, o.timeout or 0))
-            return nil, o.conflict_exit_code or ex.TEMPFAIL
+            return not_acquired(h, o)
         end
         exit(ex.FAIL, verb .. " " .. path .. ": " .. describe(h.err, h.detail))
     end
@@ -259,8 +278,15 @@ local function supervise(h, pid, grace)
 end
 
 local function run_held(g, verb, o, path, cmd)
-    local h = start(g, verb, o, path)
-    local node, token = granted(h, verb, o, path)
+    local h, why = start(g, verb, o, path)
+    local node, token
+    if why == "timeout" then
+        node, token = not_acquired(h, o)
+    elseif why then
+        node, token = interrupted(h, why, "connecting for")
+    else
+        node, token = granted(h, verb, o, path)
+    end
     if not node then
         h.guard:stop()
         return token     -- the exit status
