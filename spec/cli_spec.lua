@@ -140,6 +140,10 @@ describe("zkcoord command #zk", function()
                 { "counter", "/x", "add" },
                 { "counter", "/x", "mul", "2" },
                 { "counter", "/x", "add", "1.5" },
+                -- beyond what a double holds exactly: the counter refuses it
+                { "counter", "/x", "add", "9007199254740992" },
+                { "counter", "/x", "set", "-9007199254740992" },
+                { "counter", "/x", "set", "99999999999999999999999" },
             }
             for _, args in ipairs(cases) do
                 local rc, out, err = run(args)
@@ -351,6 +355,9 @@ describe("zkcoord command #zk", function()
             assert.are.equal("3\n", counter("add", "-2"))
             assert.are.equal("42\n", counter("set", "42"))
             assert.are.equal("42", (admin:get(p)))
+            -- the ends of the range (leading zeros are fine)
+            assert.are.equal("-9007199254740991\n", counter("set", "-09007199254740991"))
+            assert.are.equal("9007199254740991\n", counter("set", "+9007199254740991"))
             assert(admin:set(p, "not a number"))
             local rc, _, err = run({ "counter", p, "add", "1" })
             assert.are.equal(1, rc)
