@@ -140,6 +140,10 @@ describe("zkcoord command #zk", function()
                 { "counter", "/x", "add" },
                 { "counter", "/x", "mul", "2" },
                 { "counter", "/x", "add", "1.5" },
+                -- beyond what a double holds exactly: the counter refuses it
+                { "counter", "/x", "add", "9007199254740992" },
+                { "counter", "/x", "set", "-9007199254740992" },
+                { "counter", "/x", "set", "99999999999999999999999" },
             }
             for _, args in ipairs(cases) do
                 local rc, out, err = run(args)
@@ -188,6 +192,47 @@ describe("zkcoord command #zk", function()
                              { env = { ZKCOORD_SERVERS = "127.0.0.1:" .. port } })
             assert.are.equal(69, rc)
             assert.truthy(err:find("127.0.0.1:" .. port, 1, true), err)
+        end)
+    end)
+
+    describe("connecting", function()
+        -- A server that accepts connections and never answers; and whether
+        -- a client has connected to it.
+        local function silent_server()
+            local fd, port = assert(proc.tcp_listen("127.0.0.1", 0))
+            finally(function() proc.sys.C.zkh_close(fd) end)
+            return "127.0.0.1:" .. port, function()
+                return (proc.sys.poll1(fd, proc.sys.S.POLLIN, 0) or 0) > 0
+            end
+        end
+
+        it("a signal while connecting ends the command at once with 128+N", function()
+            local marker = tmpfile("ran")
+            for sig, n in pairs({ TERM = 15, INT = 2, HUP = 1 }) do
+                local hosts, contacted = silent_server()
+                local h = start({ "--servers", hosts, "--connect-timeout", "8", "lock",
+                                  root .. "/l", "--", "touch", marker })
+                assert.truthy(zk.wait_until(contacted, 10))     -- connecting
+                local t0 = proc.now()
+                assert(proc.kill(h.pid, sig))
+                local rc, _, err = h.wait(10)
+                local took = proc.now() - t0
+                assert.are.equal(128 + n, rc, err)
+                assert.truthy(err:find("SIG" .. sig .. " while connecting", 1, true), err)
+                assert.is_true(took < 4, "took " .. took)
+            end
+            assert.is_nil(proc.read_file(marker))
+        end)
+
+        it("-w counts the connect: a silent server ends the wait at -w, exit 75", function()
+            local hosts = silent_server()
+            local t0 = proc.now()
+            local rc, _, err = run({ "--servers", hosts, "--connect-timeout", "8", "lock", "-w", "1",
+                                     root .. "/l", "--", "true" })
+            local took = proc.now() - t0
+            assert.are.equal(75, rc, err)
+            assert.truthy(err:find("not acquired within 1s", 1, true), err)
+            assert.is_true(took < 5, "took " .. took)
         end)
     end)
 
@@ -310,6 +355,9 @@ describe("zkcoord command #zk", function()
             assert.are.equal("3\n", counter("add", "-2"))
             assert.are.equal("42\n", counter("set", "42"))
             assert.are.equal("42", (admin:get(p)))
+            -- the ends of the range (leading zeros are fine)
+            assert.are.equal("-9007199254740991\n", counter("set", "-09007199254740991"))
+            assert.are.equal("9007199254740991\n", counter("set", "+9007199254740991"))
             assert(admin:set(p, "not a number"))
             local rc, _, err = run({ "counter", p, "add", "1" })
             assert.are.equal(1, rc)
@@ -727,6 +775,98 @@ describe("zkcoord command #zk", function()
             assert(admin:delete(p .. "/" .. locks(p)[1].node))
             assert.are.equal(71, (h.wait(5)))
             assert.is_false(proc.alive(sl))
+        end)
+        it("a forwarded SIGTERM reaches other groups reparented to zkcoord, then SIGKILL", function()
+            -- bash -m: the background sleep in a group of its own; a daemon
+            -- (setsid) with a child: both are reparented to zkcoord only once
+            -- CMD's shell has died of the SIGTERM
+            local cases = {
+                { "bash", "-c", "set -m; sleep 300 & echo $! > %s; wait" },
+                { "sh", "-c", "setsid sh -c 'sleep 300 & echo $! > %s; wait' & wait" },
+            }
+            for k, argv in ipairs(cases) do
+                local p = root .. "/fwd" .. k
+                local sleeppid = tmpfile("sleep")
+                local cmd = { "lock", p, "--" }
+                for _, a in ipairs(argv) do cmd[#cmd + 1] = a:format(sleeppid) end
+                local h = start(cmd)
+                local sl = pid_in(sleeppid)
+                finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+                assert.truthy(wait_locks(p, 1))
+                assert(proc.kill(h.pid, "TERM"))
+                assert.are.equal(143, (h.wait(5)), argv[3])
+                assert.is_false(proc.alive(sl), argv[3])
+                assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+            end
+            -- a command that ignores the SIGTERM: SIGKILL after --grace
+            local p = root .. "/fwdgrace"
+            local sleeppid = tmpfile("sleep")
+            local h = start({ "lock", "--grace", "0.5", p, "--", "sh", "-c",
+                              ("trap '' TERM; sleep 300 & echo $! > %s; wait"):format(sleeppid) })
+            local sl = pid_in(sleeppid)
+            finally(function() if proc.alive(sl) then proc.kill(sl, "KILL") end end)
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "TERM"))
+            local rc, _, err = h.wait(5)
+            assert.are.equal(137, rc)
+            assert.truthy(err:find("SIGKILL", 1, true), err)
+            assert.is_false(proc.alive(sl))
+        end)
+
+        it("SIGQUIT, SIGUSR1 and SIGUSR2 to zkcoord go to CMD; zkcoord lives on", function()
+            local p = root .. "/quit"
+            local marker = tmpfile("sigs")
+            local h = start({ "lock", p, "--", "sh", "-c",
+                              ("trap 'echo USR1 >> %s' USR1; trap 'echo USR2 >> %s' USR2;"
+                               .. " trap 'echo QUIT >> %s; exit 5' QUIT;"
+                               .. " while :; do sleep 0.05; done"):format(marker, marker, marker) })
+            assert.truthy(wait_locks(p, 1))
+            assert(proc.kill(h.pid, "USR1"))
+            assert.truthy(zk.wait_until(function() return proc.read_file(marker) == "USR1\n" end, 5))
+            assert(proc.kill(h.pid, "USR2"))
+            assert.truthy(zk.wait_until(function()
+                return proc.read_file(marker) == "USR1\nUSR2\n"
+            end, 5), proc.read_file(marker))
+            assert.is_true(h.running())
+            assert(proc.kill(h.pid, "QUIT"))
+            assert.are.equal(5, (h.wait(5)))      -- CMD's status
+            assert.are.equal("USR1\nUSR2\nQUIT\n", proc.read_file(marker))
+            -- released at once
+            assert.are.equal(0, (run({ "lock", "--timeout", "0", p, "--", "true" })))
+        end)
+
+        it("after Ctrl-Z and fg, a lock lost meanwhile ends CMD before it runs a step", function()
+            local p = root .. "/tstp"
+            local zkpidf, cmdpidf, ticks = tmpfile("zk"), tmpfile("cmd"), tmpfile("ticks")
+            -- on a terminal (script(1)), as a job of a shell: zkcoord hands
+            -- CMD the terminal, and stops with it on Ctrl-Z
+            local inner = ("echo $$ > %s; exec %s%s --session-timeout 2 lock %s -- sh -c %s"):format(
+                zkpidf, CLI_LUA and (CLI_LUA .. " ") or "", proc.shquote(BIN), p,
+                proc.shquote(("echo $$ > %s; while :; do echo tick >> %s; sleep 0.05; done")
+                             :format(cmdpidf, ticks)))
+            local h = start({ "-qec", inner, "/dev/null" }, { bin = "script" })
+            local zpid, cpid = pid_in(zkpidf), pid_in(cmdpidf)
+            finally(function()
+                for _, pid in ipairs({ zpid, cpid }) do
+                    if proc.alive(pid) then proc.kill(pid, "KILL") end
+                end
+            end)
+            assert.truthy(zk.wait_until(function() return proc.read_file(ticks) end, 10))
+            -- Ctrl-Z: the terminal's SIGTSTP to its foreground group, CMD's
+            local sent = os.execute(("/bin/kill -s TSTP -- -%d"):format(cpid))
+            assert.truthy(sent == true or sent == 0)
+            assert.truthy(zk.wait_until(function() return proc.stopped(zpid) end, 5))
+            -- meanwhile the session expires: another may take the lock
+            assert.truthy(zk.wait_until(function() return #admin:children(p) == 0 end, 10))
+            local n = #lines(proc.read_file(ticks))
+            assert.is_true(proc.stopped(cpid))
+            -- fg (script(1) stopped itself with its child, as a shell's job)
+            assert(proc.kill(zpid, "CONT"))
+            assert(proc.kill(h.pid, "CONT"))
+            local rc, out = h.wait(10)
+            assert.are.equal(71, rc, out)
+            assert.are.equal(n, #lines(proc.read_file(ticks)))
+            assert.truthy(out:find("lost (", 1, true), out)
         end)
     end)
 

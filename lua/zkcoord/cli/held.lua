@@ -60,20 +60,33 @@ end
 -- guard started before any connection or thread exists, so it holds none.
 -- Returns the hold record h: c, sigfd, user_fds, guard, lk (lock) or e
 -- (election), what (for messages), and h.lost once the hold is lost;
--- h.done, h.ok, h.err, h.detail when the wait ends.
+-- h.done, h.ok, h.err, h.detail when the wait ends. Or h (without c) and
+-- what ended the connect: a signal number or "timeout".
 local function start(g, verb, o, path)
     local sigfd, serr = sys.block_signals()
     if not sigfd then
         exit(ex.OSERR, serr)
     end
     local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false }
+    h.what = verb == "lock" and ((o.shared and "read lock " or "lock ") .. path)
+             or ("leadership of " .. path)
     local guard, gerr = sys.guard()
     if not guard then
         exit(ex.OSERR, gerr)
     end
     h.guard = guard
-    h.c = session.connect(g, true)
-    local c = h.c
+    -- -w/--timeout counts from now, the connect included (-n, 0: one try
+    -- once connected); a signal or that deadline ends the connect at once
+    local t0 = sys.now()
+    o.wait_for = o.timeout
+    local c, why = session.connect(g, true, sigfd, (o.timeout or 0) > 0 and t0 + o.timeout or nil)
+    if not c then
+        return h, why
+    end
+    if (o.timeout or 0) > 0 then
+        o.timeout = math.max(0, o.timeout - (sys.now() - t0))
+    end
+    h.c = c
     if verb == "lock" then
         h.lk = line_position(c, path, o.shared, o.data or default_id())
         h.lk:on_lost(function(reason) h.lost = h.lost or reason end)
@@ -91,27 +104,33 @@ local function start(g, verb, o, path)
             h.done = true
         end)
     end
-    h.what = verb == "lock" and ((o.shared and "read lock " or "lock ") .. path)
-             or ("leadership of " .. path)
     return h
 end
 
 -- After the wait: the node and its token, or the exit status when the hold
 -- was not acquired, was lost already, or a signal came (before or with the
 -- grant).
+local function not_acquired(h, o)
+    note(("%s not acquired within %gs"):format(h.what, o.wait_for or 0))
+    return nil, o.conflict_exit_code or ex.TEMPFAIL
+end
+
+local function interrupted(h, sig, where)
+    note(("%s while %s the %s"):format(sys.SIGNAME[sig] or ("signal " .. sig), where, h.what))
+    return nil, 128 + sig
+end
+
 local function granted(h, verb, o, path)
     local c, what = h.c, h.what
     local sig = drive_until(c, h.sigfd, function() return h.done end)
     if sig then
         c:close()     -- our node, if any, goes with the session at once
-        note(("%s while waiting for the %s"):format(sys.SIGNAME[sig] or ("signal " .. sig), what))
-        return nil, 128 + sig
+        return interrupted(h, sig, "waiting for")
     end
     if not h.ok then
         c:close()
         if h.err == "timeout" then
-            note(("%s not acquired within %gs"):format(what, o.timeout or 0))
-            return nil, o.conflict_exit_code or ex.TEMPFAIL
+            return not_acquired(h, o)
         end
         exit(ex.FAIL, verb .. " " .. path .. ": " .. describe(h.err, h.detail))
     end
@@ -146,32 +165,70 @@ local function release(h)
     end
 end
 
--- The process group of the command (pgid), and our children outside it
--- (a descendant that left the group and was reparented to us): `sig` to
--- all of them.
-local function signal_all(pgid, sig)
-    sys.kill(-pgid, sig)
+-- The process group of process `pid` (field 5 of /proc/PID/stat, after the
+-- ")" that ends the command name), or nil once it is gone.
+local function pgrp_of(pid)
+    local f = io.open("/proc/" .. pid .. "/stat", "r")
+    local stat = f and f:read("*a") or ""
+    if f then f:close() end
+    return tonumber(stat:match("^.*%)%s+%S+%s+%d+%s+(%d+)"))
+end
+
+-- Sends each signal of `sigs` to the process group of the command (pgid)
+-- and to the group of each of our children outside it (a descendant that
+-- left the group and was reparented to us; its own children went with
+-- it). With `reached`, only to those children not in it, and not to pgid:
+-- it records whom the signals reached, so that a child reparented later
+-- gets them too.
+local function signal_all(pgid, sigs, reached)
+    if not reached then
+        for _, sig in ipairs(sigs) do sys.kill(-pgid, sig) end
+    end
+    local own
     for _, pid in ipairs(sys.children()) do
-        local f = io.open("/proc/" .. pid .. "/stat", "r")
-        local stat = f and f:read("*a") or ""
-        if f then f:close() end
-        -- field 5, pgrp: after the ")" that ends the command name
-        local pgrp = tonumber(stat:match("%)%s+%S+%s+%d+%s+(%d+)"))
-        if pgrp and pgrp ~= pgid then
-            sys.kill(pid, sig)
+        local g = not (reached and reached[pid]) and pgrp_of(pid)
+        if g and g ~= pgid then
+            own = own or pgrp_of(sys.getpid())
+            -- never our own group (a child that joined it): just that child
+            local target = g ~= own and -g or pid
+            for _, sig in ipairs(sigs) do sys.kill(target, sig) end
+            if reached then reached[pid] = true end
         end
     end
 end
 
+-- The signals that ask the command to end: forwarded to every process of
+-- it (also those reparented to us later), then SIGKILL after --grace.
+-- USR1 and USR2 are only passed on, once, to those there now.
+local ENDING = { [SIG.HUP] = true, [SIG.INT] = true, [SIG.TERM] = true, [SIG.QUIT] = true }
+
 -- Serves the client while the command runs: forwards signals to its group,
--- and once the hold is lost sends SIGTERM, then SIGKILL `grace` seconds
--- later. As the subreaper of every descendant, waits until none is left
--- (waitpid: ECHILD; the guard is not our child). Returns the status of
--- CMD (pid, the group's leader).
+-- and once the hold is lost sends SIGTERM; after either, SIGKILL `grace`
+-- seconds later. As the subreaper of every descendant, waits until none is
+-- left (waitpid: ECHILD; the guard is not our child). Returns the status
+-- of CMD (pid, the group's leader).
 local function supervise(h, pid, grace)
     local c = h.c
     local fd = c:fd()
+    local ending, reached = {}, {}     -- the ending signals sent, and whom they reached
     local term_at, killed, status
+    local function stop_all(sig, why)
+        if not term_at then
+            note(("%s: %s to its process group %d"):format(why, sys.SIGNAME[sig], pid))
+            term_at = sys.now()
+        end
+        local known = false
+        for _, e in ipairs(ending) do known = known or e == sig end
+        if not known then ending[#ending + 1] = sig end
+        signal_all(pid, { sig })
+        signal_all(pid, ending, reached)
+    end
+    local function check_lost()
+        if h.lost and not h.lost_told then
+            h.lost_told = true
+            stop_all(SIG.TERM, ("%s lost (%s) while the command ran"):format(h.what, h.lost))
+        end
+    end
     while true do
         while true do
             local r, st = sys.wait(-1, h.tty ~= nil)
@@ -180,6 +237,11 @@ local function supervise(h, pid, grace)
                 -- would, with the terminal back; on `fg`, hand it on again
                 sys.foreground(h.tty_fd, h.tty)
                 sys.kill(sys.getpid(), SIG.STOP)
+                -- Stopped, we may have lost the session meanwhile: find out
+                -- before CMD runs another step, and if so let it resume
+                -- only to take its SIGTERM.
+                c:process()
+                check_lost()
                 sys.foreground(h.tty_fd, pid)
                 sys.kill(-pid, SIG.CONT)
             elseif r == pid then
@@ -190,32 +252,41 @@ local function supervise(h, pid, grace)
                 break
             end
         end
-        if h.lost and not term_at then
-            note(("%s lost (%s) while the command ran: SIGTERM to its process group %d")
-                 :format(h.what, h.lost, pid))
-            signal_all(pid, SIG.TERM)
-            term_at = sys.now()
+        check_lost()
+        if #ending > 0 then
+            signal_all(pid, ending, reached)     -- those reparented to us since
         end
         if term_at and sys.now() - term_at >= grace then
             if not killed then
-                note(("command %d still running %gs after SIGTERM: SIGKILL"):format(pid, grace))
+                note(("command %d still running %gs after %s: SIGKILL")
+                     :format(pid, grace, sys.SIGNAME[ending[1]]))
                 killed = true
             end
-            signal_all(pid, SIG.KILL)    -- again each round: orphans reparented since
+            signal_all(pid, { SIG.KILL })    -- again each round: orphans reparented since
         end
         sys.poll(0.1, h.sigfd, fd)
         c:process()
         for _, s in ipairs(sys.read_signals(h.sigfd)) do
-            if s.signo ~= SIG.CHLD then
-                signal_all(pid, s.signo)
+            local n = s.signo
+            if ENDING[n] then
+                stop_all(n, sys.SIGNAME[n] .. " received")
+            elseif n ~= SIG.CHLD then
+                signal_all(pid, { n })
             end
         end
     end
 end
 
 local function run_held(g, verb, o, path, cmd)
-    local h = start(g, verb, o, path)
-    local node, token = granted(h, verb, o, path)
+    local h, why = start(g, verb, o, path)
+    local node, token
+    if why == "timeout" then
+        node, token = not_acquired(h, o)
+    elseif why then
+        node, token = interrupted(h, why, "connecting for")
+    else
+        node, token = granted(h, verb, o, path)
+    end
     if not node then
         h.guard:stop()
         return token     -- the exit status

@@ -49,13 +49,14 @@ on PATH (the same node names); kazoo's locks are listed by `locks` only.
   -E CODE             exit status when not acquired (default 75)
   -c CMD              run CMD through `sh -c` (before or after PATH)
   --data TEXT         the lock node's data (default hostname:pid), shown by `locks`
-  --grace S           when the lock is lost while CMD runs, CMD's processes get
-                      SIGTERM at once and SIGKILL S seconds later (default 10)
+  --grace S           when the lock is lost while CMD runs (or zkcoord gets a
+                      signal that ends CMD), CMD's processes get SIGTERM (that
+                      signal) at once and SIGKILL S seconds later (default 10)
 
 CMD runs in a process group of its own with zkcoord as the subreaper of all
 its descendants: the lock is held until the last of them has exited (a
-daemon that double-forks included), SIGINT, SIGTERM and SIGHUP are passed
-on to all of them, and if zkcoord dies (even by SIGKILL) a guard process
+daemon that double-forks included), SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+SIGUSR1 and SIGUSR2 are passed on to all of them, and if zkcoord dies (even by SIGKILL) a guard process
 SIGKILLs the group. CMD's environment has ZKCOORD_FENCING_TOKEN (grows with
 every grant of the lock) and ZKCOORD_LOCK_NODE.
 Exit status: CMD's (128+N for a signal N), 75 (-E) not acquired in time, 71

@@ -4,6 +4,8 @@
 -- status 69; every client made is closed by close_all() when the command
 -- ends, whatever happens. Not a public API.
 local zkcoord = require "zkcoord"
+local blocking = require "zkcoord.wait.blocking"
+local sys = require "zkcoord.cli.sys"
 local ex = require "zkcoord.cli.exit"
 
 local exit, usage, describe, note = ex.exit, ex.usage, ex.describe, ex.note
@@ -12,12 +14,53 @@ local _M = {}
 
 local clients = {}     -- closed by close_all() whatever happens
 
+-- A blocking waiter whose sleeps, while `watch.on`, also end on a signal
+-- read from `watch.sigfd` (not CHLD) or at `watch.deadline` (monotonic, or
+-- nil): they raise { signo = N } or { timeout = true }, which ends
+-- zkcoord.connect at once instead of after the connect timeout.
+local function interruptible(watch)
+    return { new = function(client, pump)
+        local proxy = setmetatable({}, { __index = function(_, k)
+            local v = pump[k]
+            if type(v) ~= "function" then return v end
+            return function(_, ...) return v(pump, ...) end
+        end })
+        function proxy.wait(_, seconds)
+            if not watch.on then
+                return pump:wait(seconds)
+            end
+            local t = pump:timer_cap(seconds)
+            if watch.deadline then
+                t = math.min(t, watch.deadline - sys.now())
+            end
+            -- the queue's bell: rung when records arrive (drained by the caller)
+            local ready = t > 0 and sys.poll(t, watch.sigfd, pump:fd()) > 0
+            for _, sg in ipairs(sys.read_signals(watch.sigfd)) do
+                if sg.signo ~= sys.SIG.CHLD then
+                    error({ signo = sg.signo }, 0)
+                end
+            end
+            if watch.deadline and sys.now() >= watch.deadline then
+                error({ timeout = true }, 0)
+            end
+            if ready then
+                pump:clear_fd()
+            end
+            return ready
+        end
+        watch.client = client
+        return blocking.new(client, proxy)
+    end }
+end
+
 -- held: for lock and elect. libzookeeper notices a silent connection after
 -- 2/3 of the session timeout; counting the session lost 1/4 of it later
 -- (the library's lost_after; by default a whole timeout later) sends CMD its
 -- SIGTERM a little before the server can expire the session and grant the
--- lock to someone else.
-function _M.connect(g, held)
+-- lock to someone else. With `sigfd`, a signal (not CHLD) ends the connect
+-- at once: returns nil, signo; and with `deadline` too (monotonic), so
+-- does that time: returns nil, "timeout".
+function _M.connect(g, held, sigfd, deadline)
     local opts = {
         servers = g.servers,
         session_timeout = g.session_timeout or 10,
@@ -37,7 +80,19 @@ function _M.connect(g, held)
     if opts.session_timeout <= 0 or opts.connect_timeout <= 0 then
         usage(nil, "zkcoord: --session-timeout and --connect-timeout must be > 0")
     end
+    local watch
+    if sigfd then
+        watch = { on = true, sigfd = sigfd, deadline = deadline }
+        opts.wait = interruptible(watch)
+    end
     local ok, c, err, detail = pcall(zkcoord.connect, opts)
+    if watch then
+        watch.on = false       -- from now on, the caller reads the signals
+    end
+    if not ok and type(c) == "table" then
+        watch.client:close()
+        return nil, c.signo or "timeout"
+    end
     if not ok then
         usage(nil, "zkcoord: " .. tostring(c):gsub("^.-: ", ""))
     end

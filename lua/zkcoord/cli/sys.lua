@@ -2,7 +2,7 @@
 --- over the core's process calls (src/process.c: any Lua, no FFI; Linux).
 --- Not a public API.
 --
--- Signals: INT, TERM, HUP and CHLD are blocked (block_signals) before the
+-- Signals: INT, TERM, HUP, QUIT, USR1, USR2 and CHLD are blocked (block_signals) before the
 -- ZooKeeper client starts its threads, so every thread inherits the mask
 -- and none of them can take a signal meant for us; we read them from a
 -- signalfd instead, in our own loop.
@@ -39,11 +39,13 @@ function _M.hostname()
 end
 
 
---- Blocks INT, TERM, HUP and CHLD in this thread (and in every thread it
+--- Blocks INT, TERM, HUP, QUIT, USR1, USR2 and CHLD in this thread (and in every thread it
 --- starts later) and returns a non-blocking signalfd that reads them.
 function _M.block_signals()
     local S = P.SIG
-    return P.block_signals({ S.HUP, S.INT, S.TERM, S.CHLD })
+    -- QUIT, USR1, USR2 too: their default action would end us and leave
+    -- CMD to the guard's SIGKILL
+    return P.block_signals({ S.HUP, S.INT, S.QUIT, S.USR1, S.USR2, S.TERM, S.CHLD })
 end
 
 

@@ -200,6 +200,17 @@ end
 
 _M.NAMES = { "locks", "get", "set", "create", "rm", "ls", "stat", "tree", "watch", "counter" }
 
+-- Is `n` (a string) an integer a double holds exactly, within
+-- +-(2^53-1) as the counter takes it? Compared as digits: tonumber
+-- would round a longer one into range.
+local MAX_SAFE = "9007199254740991"
+
+local function safe_integer(n)
+    local digits = tostring(n):match("^[+-]?0*(%d+)$")
+    return digits ~= nil and (#digits < #MAX_SAFE or (#digits == #MAX_SAFE and digits <= MAX_SAFE))
+end
+
+
 -- Runs plain verb `verb` with args[i..] (its options and operands).
 function _M.verb(g, verb, args, i)
     local o
@@ -207,8 +218,8 @@ function _M.verb(g, verb, args, i)
     local n = OPERANDS[verb] or { 1, 1 }
     local ops = args_mod.operands(verb, args, i, n[1], n[2])
     if verb == "counter" and (#ops == 2 or (#ops == 3 and ((ops[2] ~= "add" and ops[2] ~= "set")
-                                             or not tostring(ops[3]):match("^[+-]?%d+$")))) then
-        usage(verb, "zkcoord: counter PATH [add N | set N], N an integer")
+                                             or not safe_integer(ops[3])))) then
+        usage(verb, "zkcoord: counter PATH [add N | set N], N an integer within +-(2^53-1)")
     end
     local path = args_mod.check_path(verb, ops[1])
     if verb == "rm" and path == "/" then
