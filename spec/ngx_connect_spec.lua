@@ -104,6 +104,7 @@ describe("zkcoord.ngx connects and the nginx waiter's timers #zk #ngx", function
         log = logdir .. "/connect.log"
         n = assert(nginx.start {
             workers = 1,
+            log_level = "info",     -- zkcoord's connection lines, for a failure's report
             env = { ZK_HOSTS = zk.hosts() },
             vars = { ROOT = root, LOGDIR = logdir },
             lua_modules = { app = APP },
