@@ -444,6 +444,27 @@ describe("election #zk", function()
         assert.is_false(e:is_leader())
     end)
 
+    it("resign() ends a waiting campaign() whatever round trip it is in", function()
+        local eo = other:election("/e", { id = "other" })
+        assert.is_true(eo:campaign(5))
+        -- resign at 0, 0.5, 1 ... 10 ms into the campaign: during its create,
+        -- its listing, the watch's request (a leave then was not seen by the
+        -- wait that followed: it waited for eo), or the wait itself
+        for i = 0, 20 do
+            local e = c:election("/e", { id = "me" .. i })
+            local res
+            c:spawn(function() res = { e:campaign(10) } end)
+            c:spawn(function()
+                c:waiter():sleep(i * 0.0005)
+                assert(e:resign())
+            end)
+            assert.is_true(c:run(2), "campaign still waiting, resign after " .. i * 0.5 .. " ms")
+            assert.same({ nil, "interrupted" }, res)
+        end
+        assert.same({ "other" }, eo:participants())
+        assert.is_true(eo:resign())
+    end)
+
     it("a loss while on_elected runs is told after it returns, not inside it", function()
         local e = c:election("/e")
         local trace, inside = {}, false

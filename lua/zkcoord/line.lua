@@ -435,8 +435,13 @@ function _M:_wait_verdict(verdict, armed, deadline, epoch)
 end
 
 
--- Waits on ev for what is left of the deadline; leave() may set it.
-local function wait_event(self, ev, deadline)
+-- Waits on ev for what is left of the deadline; leave() may set it. A
+-- leave() during the round trip before (the watch's request) was not
+-- seen by ev: no wait then.
+local function wait_event(self, ev, deadline, epoch)
+    if self._epoch ~= epoch then
+        return
+    end
     self._wait_ev = ev
     ev:wait(remaining(deadline))
     if self._wait_ev == ev then
@@ -562,7 +567,7 @@ end
 function _M:_wait_line(armed, deadline, epoch)
     local client = self.client
     if armed then
-        wait_event(self, armed.ev, deadline)
+        wait_event(self, armed.ev, deadline, epoch)
         if self._epoch ~= epoch then
             disarm(self, armed)
             return true, nil, nil, nil     -- left meanwhile: enter() stops
@@ -604,7 +609,7 @@ function _M:_wait_for(entry, deadline, epoch)
         client:remove_watches(entry.path, wake)   -- a reply after our wait ran out may set it
         return nil, err
     end
-    wait_event(self, ev, deadline)
+    wait_event(self, ev, deadline, epoch)
     if self._epoch ~= epoch then
         client:remove_watches(entry.path, wake)
         return true     -- left meanwhile: enter() stops
