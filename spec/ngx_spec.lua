@@ -1495,7 +1495,7 @@ describe("ngx #zk #ngx", function()
         assert(admin:delete(root .. "/clo/" .. kids[1]))     -- the holding cohort's node
         local bodies = {}
         for _, r in ipairs(batch:collect(30)) do
-            assert.are.equal(200, r.status, tostring(r.body or r.err))
+            assert.are.equal(200, r.status, tostring(r.body or r.err) .. "\n" .. A:log_tail())
             bodies[r.body] = (bodies[r.body] or 0) + 1
         end
         assert.are.equal(1, bodies["nil lost\n"], summary(bodies))

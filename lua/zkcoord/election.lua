@@ -145,7 +145,7 @@ function _M:campaign(timeout)
     end
     local rq = self:_stop_rejoin()    -- we campaign instead (it may have begun just now)
     if rq then
-        rq:leave()
+        rq:interrupt()
         self._q = nil
     end
     local q = line.new(client, self.path, DRIVER, self.id)
@@ -470,7 +470,7 @@ function _M:resign()
     end
     if q then
         local was = q:is_through()     -- first: a loss found now is reported
-        q:leave()
+        q:interrupt()                  -- a campaign() waiting in it ends too
         if self._revoke_q == q then
             self._revoke(was and "resigned" or "sessionexpired", true)
         end
@@ -480,7 +480,7 @@ function _M:resign()
     -- ends with its node.
     q = self:_stop_rejoin()
     if q then
-        q:leave()
+        q:interrupt()
     end
     if self._lost then
         self._lost = nil

@@ -176,8 +176,8 @@ function _M.new(client, parent, driver, data)
         _serial = nil,    -- client session serial that created it
         _through = false,
         _lost_fns = {},
-        _epoch = 0,       -- bumped by leave(): an enter() running meanwhile stops
-        _wait_ev = nil,   -- the event enter() waits on (leave() sets it)
+        _epoch = 0,       -- bumped by interrupt(): an enter() running meanwhile stops
+        _wait_ev = nil,   -- the event enter() waits on (interrupt() sets it)
     }, mt)
 end
 
@@ -257,23 +257,31 @@ end
 
 --- Deletes our node (if any) without waiting: the delete is ordered before
 --- this session's next request, and retried until it succeeds or the
---- session that owns the node ends. An enter() waiting meanwhile (another
---- coroutine's, or one whose callbacks called this) returns nil,
---- "interrupted" instead of joining the line again.
+--- session that owns the node ends. An enter() waiting meanwhile joins the
+--- line again (interrupt() ends it instead).
 function _M:leave()
     check_self(self, "leave")
-    self._epoch = self._epoch + 1
-    local ev = self._wait_ev
-    if ev then
-        self._wait_ev = nil
-        ev:set()
-    end
     local mine = self:_owns_node()
     local n = self:_forget()
     if n and mine then
         self.client:delete_guaranteed(n, nil, self.persistent)
     end
     return true
+end
+
+
+--- Leaves (leave()) and ends an enter() waiting on this position
+--- (another coroutine's, or one whose callbacks call this): it returns
+--- nil, "interrupted" instead of joining the line again.
+function _M:interrupt()
+    check_self(self, "interrupt")
+    self._epoch = self._epoch + 1
+    local ev = self._wait_ev
+    if ev then
+        self._wait_ev = nil
+        ev:set()
+    end
+    return self:leave()
 end
 
 
@@ -435,9 +443,9 @@ function _M:_wait_verdict(verdict, armed, deadline, epoch)
 end
 
 
--- Waits on ev for what is left of the deadline; leave() may set it. A
--- leave() during the round trip before (the watch's request) was not
--- seen by ev: no wait then.
+-- Waits on ev for what is left of the deadline; interrupt() may set it.
+-- An interrupt() during the round trip before (the watch's request) was
+-- not seen by ev: no wait then.
 local function wait_event(self, ev, deadline, epoch)
     if self._epoch ~= epoch then
         return
@@ -474,7 +482,7 @@ end
 
 --- Joins the line (if not already in it) and waits until the rule lets us
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
---- leave() while it waits ends it: nil, "interrupted".
+--- interrupt() while it waits ends it: nil, "interrupted".
 ---@return true|nil ok, string? err  "timeout" | "closed" | "interrupted" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
@@ -495,7 +503,7 @@ function _M:enter(timeout)
     local epoch = self._epoch
     while true do
         if self._epoch ~= epoch then
-            -- leave() came while we waited: the node is not to be made again
+            -- interrupt() came while we waited: the node is not to be made again
             -- (a missing node would otherwise read as "join again").
             disarm(self, armed)
             self:leave()     -- a node created after it

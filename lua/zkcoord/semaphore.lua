@@ -57,7 +57,7 @@ local LOCK_DRIVER = line.driver { marker = "lock-", rule = rules.first }
 -- The internal lock's on_lost: leave the lease line (static: the lease
 -- line's position travels as the argument).
 local function leave_line(_, q)
-    q:leave()
+    q:interrupt()
 end
 
 

@@ -152,7 +152,8 @@ M.lease = { release = op(none), held = op(none), node = op(none, { nil_ok = true
             on_lost = op(fn_arg) }
 M.barrier = { create = op(none), remove = op(none), is_set = op(none), wait = op(timeout_arg()) }
 M.double_barrier = { enter = op(timeout_arg()), leave = op(timeout_arg()), participants = op(none) }
-M.queue = { enter = op(timeout_arg()), leave = op(none), entries = op(none), is_through = op(none),
+M.queue = { enter = op(timeout_arg()), leave = op(none), interrupt = op(none),
+            entries = op(none), is_through = op(none),
             node = op(none, { nil_ok = true }), seq = op(none, { nil_ok = true }),
             stat = op(none, { nil_ok = true }), on_lost = op(fn_arg, { nil_ok = true }),
             watch_line = op(fn_arg) }
