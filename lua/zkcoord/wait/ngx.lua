@@ -422,6 +422,23 @@ local function sentinel_fired(premature)
 end
 
 
+-- Runs self[method] (a loop) in a timer of its own; `looping` is true
+-- until it returns. Returns ngx.timer.at's ok, err.
+local function start_loop(self, method)
+    self.looping = true
+    local ok, err = ngx.timer.at(0, function(premature)
+        if not premature then
+            self[method](self)
+        end
+        self.looping = false
+    end)
+    if not ok then
+        self.looping = false
+    end
+    return ok, err
+end
+
+
 function _M:_start_pump()
     -- An exiting worker needs none: the early firing is over.
     if not sentinel and not ngx.worker.exiting() then
@@ -431,15 +448,8 @@ function _M:_start_pump()
         end
         sentinel = true
     end
-    self.looping = true
-    local ok, err = ngx.timer.at(0, function(premature)
-        if not premature then
-            self:_pump_loop()
-        end
-        self.looping = false
-    end)
+    local ok, err = start_loop(self, "_pump_loop")
     if not ok then
-        self.looping = false
         return nil, "systemerror", "cannot start the nginx pump timer: " .. tostring(err)
     end
     waiters[self] = true
@@ -516,15 +526,8 @@ function restart_loop(self)
     if self.client:is_closed() then
         return
     end
-    self.looping = true
-    local ok, err = ngx.timer.at(0, function(premature)
-        if not premature then
-            self:_poll_loop()
-        end
-        self.looping = false
-    end)
+    local ok, err = start_loop(self, "_poll_loop")
     if not ok then
-        self.looping = false
         log(ERR, "zkcoord: cannot restart the poll loop: ", err)
     end
 end
