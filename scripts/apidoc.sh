@@ -55,12 +55,37 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 sed -i -E \
 # Internals (_name) stay out of the reference.
 find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
   's/^([ \t]*)(function [\w.]+[.:]_\w+)/$1-- \@local\n$1$2/mg'
+# Internal modules (the parts a recipe author or a waiter may use, never a
+# user) get a section of their own, after the modules users call: LDoc's
+# "script" kind, named Internals in config.ld (a new_type would be listed
+# first).
+internal_modules="util client/checks client/options client/acl client/pump line/node
+  counter/line counter/write counter/format wait/ngx/ticker cli cli/sys compat"
+for f in $internal_modules; do
+  src="$work/src/zkcoord/$f.lua"
+  [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"
+  [ -f "$src" ] || { echo "apidoc: no module $f" >&2; exit 1; }
+  name="zkcoord.${f//\//.}"
+  # the module's own tag (or the name LDoc infers) becomes @script
+  if grep -q '^-- @module ' "$src"; then
+    sed -i -E 's/^-- @module .*/-- @script '"$name"'/' "$src"
+  else
+    # at the end of the file's first comment block: text after a tag is
+    # the tag's value
+    awk -v tag="-- @script $name" \
+      '!done && !/^--/ { print tag; done = 1 } { print }' "$src" >"$src.tmp" &&
+      mv "$src.tmp" "$src"
+  fi
+done
 # Comments are plain text: <path>, <uuid>, a < b must show as written.
 find "$work/src" \( -name '*.lua' -o -name '*.luadoc' \) -print0 |
   xargs -0 luajit scripts/apidoc_escape.lua
 
 out="$work/api"
-if ! ldoc -c config.ld -d "$out" "$work/src" >"$work/log" 2>&1; then
+# LDoc takes project and title from its config only when it is run on "."
+# (a path argument resets both to its defaults): run it in the work dir.
+{ cat config.ld; printf '\nfile = "src"\ndir = "api"\n'; } >"$work/config.ld"
+if ! (cd "$work" && ldoc -c config.ld .) >"$work/log" 2>&1; then
   cat "$work/log" >&2; echo "apidoc: ldoc failed" >&2; exit 1
 fi
 # LDoc reports problems as "file:line: message" and still exits 0.
@@ -71,6 +96,7 @@ fi
 find "$out" -name '*.html' -print0 | xargs -0 sed -i -E \
   -e 's#<i style="float:right;">Last updated [0-9: -]+ </i>##' \
   -e "s#$work/src/##g"
+sed -i 's#<h1>Script <code>#<h1>Internal module <code>#' "$out"/internals/*.html
 
 if [ "$mode" = "--out" ]; then
   cp -r "$out"/. "$dest"/

@@ -232,6 +232,30 @@ describe("API reference", function()
         assert.same({ "x.html: <path>/_c_<uuid>-latch-</p>", "x.html: <uuid>-latch-</p>" }, bad)
     end)
 
+    it("has config.ld's title, internals apart, every recipe on the client's page", function()
+        local index = slurp(dir .. "/index.html")
+        assert.truthy(index:find("<title>zkcoord API reference</title>", 1, true))
+        assert.truthy(index:find("<h1>zkcoord</h1>", 1, true))
+        -- the modules users call first, then the internals, each in its own folder
+        local modules_at = assert(index:find("<h2>Modules</h2>", 1, true))
+        local internals_at = assert(index:find("<h2>Internals</h2>", 1, true))
+        assert.is_true(modules_at < internals_at)
+        for _, m in ipairs { "util", "client.checks", "client.pump", "line.node", "cli.sys", "compat" } do
+            assert.is_nil(ref["zkcoord." .. m], m .. " listed among the modules")
+            assert.truthy(proc.read_file(dir .. "/internals/zkcoord." .. m .. ".html"), m)
+        end
+        assert.truthy(ref["zkcoord.lock"] and ref["zkcoord.line.rules"])
+        -- every client:<recipe>() that zkcoord's init registers
+        local src, missing = slurp("lua/zkcoord/init.lua"), {}
+        local recipes = assert(src:match("local RECIPES = (%b{})"))
+        for method in recipes:gmatch("\n%s*([%w_]+) = ") do
+            if method ~= "queue" and not ref["zkcoord.client"][method] then  -- queue: the old name of line
+                missing[#missing + 1] = method
+            end
+        end
+        assert.same({}, missing)
+    end)
+
     it("has every method and function the README documents", function()
         local missing, n = missing_calls(ref, slurp("README.md"))
         assert.same({}, missing)
