@@ -50,7 +50,10 @@ local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
+local tostring = tostring
 local argerror = util.argerror
+local now = require("zkcoord.core").now
+local count_lost    -- metrics: a hold's loss, counted once
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -139,10 +142,24 @@ local function live_hold(self, owner)
 end
 
 
+-- Metrics (zkcoord.metrics): an acquire's end, and a loss counted once.
+local function count_acquire(self, t0, ok, err)
+    self.client:metrics():lock_acquire(self.path, ok and "ok" or tostring(err), now() - t0)
+end
+
+count_lost = function(h, reason)
+    if not h.counted_lost then
+        h.counted_lost = true
+        h.lock.client:metrics():lock_lost(h.lock.path, reason)
+    end
+end
+
+
 -- The position of hold `h` was lost (static: no closure per acquire). The
 -- hold stays in _holds: the owner's next release() answers "lost".
 local function hold_lost(reason, h)
     local self = h.lock
+    count_lost(h, reason)
     util.call_all(self.client, self._lost_fns, "lock on_lost", reason, h.owner)
 end
 
@@ -221,6 +238,7 @@ function _M:acquire(timeout)
         h.count = h.count + 1
         return true
     end
+    local t0 = now()
     local d, pick = self._driver, self._pick
     if pick then
         d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
@@ -229,9 +247,13 @@ function _M:acquire(timeout)
         h = { count = 1, lock = self, owner = owner, forget = forget_hold,
               opts = self._opts, lost_fns = self._lost_fns, revoke_fns = self._revoke_fns }
         local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
+        count_acquire(self, t0, ok, err)
         if not ok then
             return nil, err
         end
+        h.granted = now()
+        -- a grant with no write of ours is a local handoff (cohort.lua numbers them)
+        self.client:metrics():cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
         self._holds[owner] = h
         cohort.listen(h)     -- revocation requests, if on_revoke is registered
         return true
@@ -245,9 +267,11 @@ function _M:acquire(timeout)
         q:on_lost(hold_lost, h)
     end
     local ok, err = q:enter(timeout)
+    count_acquire(self, t0, ok, err)
     if not ok then
         return nil, err
     end
+    h.granted = now()
     self._holds[owner] = h
     if #self._revoke_fns > 0 then
         h.revoke_watched = true
@@ -273,6 +297,7 @@ function _M:release()
     end
     if not h.q:is_through() then
         self._holds[owner] = nil
+        count_lost(h, "lost")
         if h.cohort then
             cohort.release(h)    -- the cohort learns it too, if it had not
         end
@@ -283,6 +308,7 @@ function _M:release()
         return true
     end
     self._holds[owner] = nil
+    self.client:metrics():lock_hold(self.path, now() - h.granted)
     if h.cohort then
         cohort.release(h)    -- to the next local owner, or the node goes
     else

@@ -8,6 +8,7 @@
 local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local options = require "zkcoord.client.options"
+local metrics = require "zkcoord.metrics"
 local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
@@ -54,6 +55,7 @@ local function new_client(c, q)
         _ender_serial = 0,        -- the last one's serial (negative)
         _dropped = 0,             -- handshakes the watchdog dropped (src/reconnect.c), logged
         _closed = false,
+        _metrics = metrics.new { tracer = o.tracer },  -- zkcoord.metrics: always kept
     }, _M.mt)
     self._pump = pump.new(q, self, session.pump_hooks)
     local w, err, detail = options.load_waiter(o.wait, self, self._pump)

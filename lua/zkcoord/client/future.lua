@@ -46,6 +46,9 @@ function _M.new_entry(id, serial)
         ctx = false,      -- late's context: what its caller needs to act on it
         lost = false,     -- why its session ended while it was in flight
         watch = false,    -- the kind of watch it sets ("exists", "get", ...)
+        op = false,       -- the operation and its path, and when it was sent
+        path = false,     -- (zkcoord.metrics)
+        sent = 0,
     }
 end
 

@@ -254,6 +254,14 @@ function _M:stats()
 end
 
 
+--- This client's metrics registry (zkcoord.metrics: `metrics.prometheus(client)`
+--- makes the text; the registry's `samples(client)` the plain tables).
+function _M:metrics()
+    check_self(self, "metrics")
+    return self._metrics
+end
+
+
 -- Blocks (at most `timeout` seconds) until no request waits for a reply.
 -- For close(), which blocks anyway, and exit paths that cannot yield.
 function _M:_quiesce(timeout)

@@ -32,7 +32,7 @@ local OPTION_KEYS = {
     retry = "table", wait = "string|table", reconnect = "boolean",
     max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string", resolve_interval = "number",
-    lost_after = "number", handshake_timeout = "number",
+    lost_after = "number", handshake_timeout = "number", tracer = "function",
 }
 
 -- Bytes a request adds around its path and data: length, xid, type,

@@ -52,6 +52,7 @@ function _M:_request(finish, method, path, ...)
         return failed_future(self, rc)
     end
     local p = new_entry(id, self._serial)
+    p.op, p.path, p.sent = method, path, now()
     self._pending[id] = p
     return new_future(self, p, finish)
 end

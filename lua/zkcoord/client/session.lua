@@ -10,6 +10,7 @@
 local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local future = require "zkcoord.client.future"
+local errname = require("zkcoord.errors").name
 
 local C = core.c
 local now = core.now
@@ -40,6 +41,7 @@ function _M:_on_record(rec)
                 -- ZooKeeper set no watch: forget it.
                 self._watches[id] = nil
             end
+            self._metrics:request(p.op, rc == RC_OK and "ok" or errname(rc), now() - p.sent, p.path)
             complete(p, rc, rec.value, rec.stat, rec.extra, self._waiter)
         end
     elseif kind == WATCH then
@@ -173,6 +175,7 @@ function _M:_set_state(new)
         return
     end
     self._state = new
+    self._metrics:state(new, old)
     for _, ev in pairs(self._state_events) do
         ev:set()
     end
