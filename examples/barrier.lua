@@ -3,7 +3,7 @@
 --
 --   luajit examples/barrier.lua        (~3 s)
 -- args: none (--participant <name> is used for the helper processes)
---   ZK_HOSTS (default 127.0.0.1:2181)
+--   ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -11,7 +11,7 @@ package.cpath = top .. "/lua/?.so;" .. package.cpath
 
 local zkcoord = require "zkcoord"
 
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local DB_PATH = "/zkcoord-demo/double-barrier"
 local N = 3
 

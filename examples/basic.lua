@@ -1,12 +1,12 @@
 -- basic.lua: connect, write, read, watch, pipeline, and close.
---   ZK_HOSTS=127.0.0.1:2181 luajit examples/basic.lua
+--   ZKCOORD_SERVERS=127.0.0.1:2181 luajit examples/basic.lua
 local dir = (arg and arg[0] or ""):match("^(.*)/examples/[^/]*$") or "."
 package.path = dir .. "/lua/?.lua;" .. dir .. "/lua/?/init.lua;" .. package.path
 package.cpath = dir .. "/lua/?.so;" .. package.cpath
 
 local zkcoord = require "zkcoord"
 
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local client, err, detail = zkcoord.connect { servers = hosts, session_timeout = 10 }
 if not client then
     print("connect failed: " .. err .. " (" .. tostring(detail) .. ")")

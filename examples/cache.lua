@@ -4,7 +4,7 @@
 --   luajit examples/cache.lua /config 30            watch /config for 30 seconds
 --
 -- Reads (cache:get, cache:children) come from memory: no round trip.
--- args: [path] [seconds]      ZK_HOSTS (default 127.0.0.1:2181)
+-- args: [path] [seconds]      ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -16,7 +16,7 @@ local path = arg and arg[1] or "/zkcoord-demo/cache"
 local seconds = tonumber(arg and arg[2]) or 3
 local demo = arg == nil or arg[1] == nil
 
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local client, err, detail = zkcoord.connect { servers = hosts }
 if not client then
     print("connect failed: " .. tostring(err) .. " " .. tostring(detail))

@@ -14,7 +14,7 @@ local id = arg and arg[1] or "1"
 local path = arg and arg[2] or "/zkcoord-demo/counter"
 local count = tonumber(arg and arg[3]) or 10
 
-local client = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS") or "127.0.0.1:2181" })
+local client = assert(zkcoord.connect { servers = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181" })
 local counter = client:counter(path, { initial = 0 })   -- created on first use
 
 print(("worker %s: %s is %d, adding 1 %d times"):format(id, path, assert(counter:get()), count))

@@ -14,7 +14,7 @@
 --   luajit examples/custom_recipe.lua                one process (~1 s), three sessions
 --   for i in 1 2 3 4; do luajit examples/custom_recipe.lua w$i & done; wait
 --                                                    four workers, two at a time
--- args: [worker id] [job path]      ZK_HOSTS (default 127.0.0.1:2181)
+-- args: [worker id] [job path]      ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -26,7 +26,7 @@ local rules = require "zkcoord.line.rules"
 
 local id = arg and arg[1]
 local path = arg and arg[2] or "/zkcoord-demo/job-slots"
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local K = 2
 
 

@@ -3,7 +3,7 @@
 --   luajit examples/election.lua                 one process (~2 s): lead, resign, hand over
 --   for i in 1 2 3; do luajit examples/election.lua node-$i & done; wait
 --                                                each leads for a second, in turn
--- args: [id] [election path]      ZK_HOSTS (default 127.0.0.1:2181)
+-- args: [id] [election path]      ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -13,7 +13,7 @@ local zkcoord = require "zkcoord"
 
 local id = arg and arg[1]
 local path = arg and arg[2] or "/zkcoord-demo/election"
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 
 local function connect()
     local c, err, detail = zkcoord.connect { servers = hosts }

@@ -12,7 +12,7 @@ local id = arg and arg[1] or "1"
 local path = arg and arg[2] or "/zkcoord-demo/lock"
 local rounds = tonumber(arg and arg[3]) or 3
 
-local client = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS") or "127.0.0.1:2181" })
+local client = assert(zkcoord.connect { servers = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181" })
 local lock = client:lock(path, { data = "worker " .. id })
 lock:on_lost(function(reason)
     print(("worker %s: lock lost (%s): stop touching the resource"):format(id, reason))

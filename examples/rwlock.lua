@@ -20,7 +20,7 @@ if mode ~= "read" and mode ~= "write" then
     os.exit(2)
 end
 
-local client = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS") or "127.0.0.1:2181" })
+local client = assert(zkcoord.connect { servers = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181" })
 local rw = client:rwlock(path, { data = "worker " .. id })
 local lock = mode == "write" and rw:write_lock() or rw:read_lock()
 lock:on_lost(function(reason)

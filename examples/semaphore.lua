@@ -3,7 +3,7 @@
 --   luajit examples/semaphore.lua             one process (~1 s): three sessions, two leases
 --   for i in 1 2 3 4 5; do luajit examples/semaphore.lua w$i & done; wait
 --                                             five workers take turns, two at a time
--- args: [worker id] [semaphore path]      ZK_HOSTS (default 127.0.0.1:2181)
+-- args: [worker id] [semaphore path]      ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -13,7 +13,7 @@ local zkcoord = require "zkcoord"
 
 local id = arg and arg[1]
 local path = arg and arg[2] or "/zkcoord-demo/semaphore"
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local MAX = 2
 
 local function connect()

@@ -24,7 +24,7 @@
 --
 --   luajit examples/ttl_lease.lua [path] [wait]   two sessions; b waits at
 --        most `wait` seconds (default 75) for the lease of a, which "dies"
--- ZK_HOSTS (default 127.0.0.1:2181), LEASE_TTL (seconds, default 2)
+-- ZKCOORD_SERVERS (default 127.0.0.1:2181), LEASE_TTL (seconds, default 2)
 local as_module = (...) == "module"    -- spec: loadfile(this)("module")
 if not as_module then
     local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
@@ -146,7 +146,7 @@ end
 -- The demo: a takes the lease and renews it; b waits; a "dies" (its client
 -- closes without releasing) and b gets the lease once a's TTL has run out.
 local zkcoord = require "zkcoord"
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local path = arg and arg[1] or "/zkcoord-demo/ttl-lease"
 local wait = tonumber(arg and arg[2]) or 75
 local ttl = tonumber(os.getenv("LEASE_TTL")) or 2

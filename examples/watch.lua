@@ -5,7 +5,7 @@
 --   luajit examples/watch.lua /config/db 30s       run for 30 seconds
 --
 -- Try it with a second shell writing to the node, e.g. zkCli.sh `set /config/db x`.
--- args: [path] [count | <seconds>s]      ZK_HOSTS (default 127.0.0.1:2181)
+-- args: [path] [count | <seconds>s]      ZKCOORD_SERVERS (default 127.0.0.1:2181)
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local top = here .. "/.."
 package.path = top .. "/lua/?.lua;" .. top .. "/lua/?/init.lua;" .. package.path
@@ -27,7 +27,7 @@ if limit then
     end
 end
 
-local hosts = os.getenv("ZK_HOSTS") or "127.0.0.1:2181"
+local hosts = os.getenv("ZKCOORD_SERVERS") or "127.0.0.1:2181"
 local client, err, detail = zkcoord.connect { servers = hosts }
 if not client then
     print("connect failed: " .. tostring(err) .. " " .. tostring(detail))

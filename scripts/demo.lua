@@ -22,7 +22,7 @@ local failures = 0
 local function run(title, cmd)
     print("\n== " .. title)
     print("$ " .. cmd)
-    local r1, _, r3 = os.execute("ZK_HOSTS=" .. srv.hosts .. " " .. cmd)
+    local r1, _, r3 = os.execute("ZKCOORD_SERVERS=" .. srv.hosts .. " " .. cmd)
     local ok = r1 == 0 or r1 == true and (r3 == nil or r3 == 0)
     if not ok then
         failures = failures + 1
@@ -67,12 +67,12 @@ if exists("examples/watch.lua") then
         "sh -c 'luajit examples/watch.lua /zkcoord-demo/config 5 & w=$!; sleep 1; "
         .. "for v in 1 2 3 4 5; do luajit -e \"package.path=[[lua/?.lua;lua/?/init.lua;]]..package.path "
         .. "package.cpath=[[lua/?.so;]]..package.cpath "
-        .. "local c=require([[zkcoord]]).connect(os.getenv([[ZK_HOSTS]])) "
+        .. "local c=require([[zkcoord]]).connect(os.getenv([[ZKCOORD_SERVERS]])) "
         .. "c:create([[/zkcoord-demo/config]],nil,{parents=true}) "
         .. "c:set([[/zkcoord-demo/config]],[[v$v]]) c:close()\"; sleep 0.2; done; wait $w'")
 end
 for _, name in ipairs({ "election", "semaphore", "barrier", "custom_recipe", "work_queue",
-                         "partitioner" }) do
+                         "partitioner", "group", "persistent_node", "multi_lock", "cache" }) do
     if exists("examples/" .. name .. ".lua") then
         run(name .. " example", "luajit examples/" .. name .. ".lua")
     end
@@ -83,7 +83,7 @@ end
 -- exit 75 at once.
 run("zkcoord lock: three hosts start the nightly job, one runs it", [[sh -c '
 out=$(for h in a b c; do
-        luajit bin/zkcoord --servers "$ZK_HOSTS" lock --timeout 0 /zkcoord-demo/nightly -- \
+        luajit bin/zkcoord --servers "$ZKCOORD_SERVERS" lock --timeout 0 /zkcoord-demo/nightly -- \
             sh -c "echo host $h runs the nightly job; sleep 1" &
       done; wait)
 echo "$out"; test "$(echo "$out" | grep -c runs)" = 1']])

@@ -272,7 +272,7 @@ describe("TTL lease on a server that checks TTLs every 0.5 s #zk #slow", functio
 
     it("examples/ttl_lease.lua runs against the server", function()
         local out = zk.tmpdir() .. "/ttl_lease.out"
-        local cmd = ("ZK_HOSTS=%s LEASE_TTL=3 timeout -s KILL 90 luajit examples/ttl_lease.lua "
+        local cmd = ("ZKCOORD_SERVERS=%s LEASE_TTL=3 timeout -s KILL 90 luajit examples/ttl_lease.lua "
                      .. "/example 30 > %s 2>&1"):format(sh_quote(server.hosts), sh_quote(out))
         os.execute(cmd)
         local text = proc.read_file(out) or ""
