@@ -112,6 +112,7 @@ function _M.new(client, path, opts, driver, pick)
         _holds = setmetatable({}, WEAK_KEYS),
         _lost_fns = {},
         _revoke_fns = {},
+        _metrics = client:metrics(),     -- zkcoord.metrics: grants, waits, holds, losses
     }, mt)
 end
 
@@ -144,13 +145,13 @@ end
 
 -- Metrics (zkcoord.metrics): an acquire's end, and a loss counted once.
 local function count_acquire(self, t0, ok, err)
-    self.client:metrics():lock_acquire(self.path, ok and "ok" or tostring(err), now() - t0)
+    self._metrics:lock_acquire(self.path, ok and "ok" or tostring(err), now() - t0)
 end
 
 count_lost = function(h, reason)
     if not h.counted_lost then
         h.counted_lost = true
-        h.lock.client:metrics():lock_lost(h.lock.path, reason)
+        h.lock._metrics:lock_lost(h.lock.path, reason)  -- same class
     end
 end
 
@@ -253,7 +254,7 @@ function _M:acquire(timeout)
         end
         h.granted = now()
         -- a grant with no write of ours is a local handoff (cohort.lua numbers them)
-        self.client:metrics():cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
+        self._metrics:cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
         self._holds[owner] = h
         cohort.listen(h)     -- revocation requests, if on_revoke is registered
         return true
@@ -308,7 +309,7 @@ function _M:release()
         return true
     end
     self._holds[owner] = nil
-    self.client:metrics():lock_hold(self.path, now() - h.granted)
+    self._metrics:lock_hold(self.path, now() - h.granted)
     if h.cohort then
         cohort.release(h)    -- to the next local owner, or the node goes
     else
