@@ -1,7 +1,8 @@
--- connect names the mistake (issues 21.5 and 24.6): a host that does not
--- resolve, servers that all refuse, a missing chroot, each with a detail
--- that names it; and a server that accepts but never answers still waits
--- the connect timeout. Real servers and real sockets on loopback only.
+-- connect names the mistake (issues 21.5, 24.6 and 28): a host that does
+-- not resolve, servers that all refuse, a server that answers but is not
+-- ZooKeeper, a missing chroot, each with a detail that names it; and a
+-- server that accepts but never answers still waits the connect timeout.
+-- Real servers and real sockets on loopback only.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
@@ -48,6 +49,22 @@ describe("connect names the mistake #zk", function()
                                             connect_timeout = 5 })
         assert.equal("connected", ok:state())
         ok:close()
+    end)
+
+    it("a server that is not ZooKeeper (HTTP 400) fails at once, naming it (was 'connected')",
+       function()
+        -- was: a client "connected" in a session " Bad Req" (issue 28)
+        local http = assert(tcpproxy.start("127.0.0.1", 1))
+        finally(function() http:stop() end)
+        assert(http:reply("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                          .. "Content-Length: 11\r\nConnection: close\r\n\r\nBad Request"))
+        local t0 = proc.now()
+        local c, err, detail = zkcoord.connect { servers = http.hosts, connect_timeout = 5 }
+        local took = proc.now() - t0
+        assert.is_nil(c)
+        assert.equal("connectionloss", err)
+        assert.equal(http.hosts .. " did not answer as a ZooKeeper server", detail)
+        assert.is_true(took < 2, ("took %.2f s"):format(took))
     end)
 
     it("a server that accepts but never answers still waits the connect timeout", function()
