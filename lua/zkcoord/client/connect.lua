@@ -14,7 +14,7 @@ local session = require "zkcoord.client.session"
 
 local setmetatable, pairs, ipairs, error, tostring, tonumber =
     setmetatable, pairs, ipairs, error, tostring, tonumber
-local now, min, concat = core.now, math.min, table.concat
+local now, concat = core.now, table.concat
 
 
 local function default_logger(level, msg)
@@ -68,13 +68,15 @@ local function new_client(c, q)
 end
 
 
--- When every server refuses, connect fails after about PROBE_AFTER
--- seconds instead of the whole connect timeout: libzookeeper only retries
--- them in turn and tells nothing. A plain TCP connect to each server, at
--- most PROBE_TIMEOUT each, tells a refusal from a slow server: core.probe
--- with the blocking waiter, a cosocket in nginx (which must not block the
--- worker; there a name needs nginx's `resolver`, else it is not probed).
-local PROBE_AFTER, PROBE_TIMEOUT = 0.5, 0.25
+-- Servers that refuse or do not answer yet are tried again until the
+-- connect timeout (a cron job during a ZooKeeper restart waits, as kazoo and
+-- Curator do): libzookeeper goes on trying every server in turn by itself.
+-- PROBE_TIMEOUT before the deadline a plain TCP connect to each server, at
+-- most PROBE_TIMEOUT each, tells servers that all refuse from slow ones, for
+-- the error: core.probe with the blocking waiter, a cosocket in nginx (which
+-- must not block the worker; there a name needs nginx's `resolver`, else it
+-- is not probed).
+local PROBE_TIMEOUT = 0.25
 
 
 local PROBES = {
@@ -165,13 +167,10 @@ local function await_connected(self, o, endpoints)
     local function answered(st)
         return st == "connected" or self._not_zookeeper_detail ~= nil
     end
-    local connected = self:wait_state(answered, min(PROBE_AFTER, o.connect_timeout))
-    if not connected and self._state == "connecting" and deadline - now() > 0 then
-        local refused = all_refused(self._waiter, endpoints)
-        if refused then
-            self:close()
-            return nil, "connectionloss", "connection refused by " .. refused
-        end
+    local connected = self:wait_state(answered, o.connect_timeout - PROBE_TIMEOUT)
+    local refused
+    if not connected and self._state == "connecting" then
+        refused = all_refused(self._waiter, endpoints)
     end
     if not connected then
         local left = deadline - now()
@@ -187,6 +186,8 @@ local function await_connected(self, o, endpoints)
         self:close()
         if state == "lost" then
             return nil, "sessionexpired", "the session could not be resumed"
+        elseif refused then
+            return nil, "connectionloss", "connection refused by " .. refused
         end
         return nil, "timeout", ("no ZooKeeper server answered within %gs at %s")
                                :format(o.connect_timeout, self._hosts)
