@@ -83,6 +83,18 @@ describe("connect names the mistake #zk", function()
         assert.equal("connectionloss", err)
         assert.equal(http.hosts .. " did not answer as a ZooKeeper server", detail)
         assert.is_true(took < 2, ("took %.2f s"):format(took))
+        -- with a refusing server in the list: never that one named (the HTTP
+        -- server closes, and libzookeeper may have moved on to it already)
+        local dead = "127.0.0.1:" .. assert(proc.free_port())
+        for _ = 1, 20 do
+            c, err, detail = zkcoord.connect { servers = { http.hosts, dead }, connect_timeout = 5 }
+            assert.is_nil(c)
+            assert.equal("connectionloss", err)
+            if detail ~= http.hosts .. " did not answer as a ZooKeeper server" then
+                assert.equal("one of " .. http.hosts .. "," .. dead
+                             .. " did not answer as a ZooKeeper server", detail)
+            end
+        end
     end)
 
     it("a server that accepts but never answers still waits the connect timeout", function()

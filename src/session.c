@@ -688,13 +688,17 @@ static int session_timeout(lua_State *L)
 }
 
 /* s:server() -> "host:port" libzookeeper connects or is connected to ("" when
- * it has none): connect names a server that did not answer as ZooKeeper. */
+ * it has none), and whether it is still connected there: a server that
+ * closed the connection may already have been replaced by the next one.
+ * Connect names a server that did not answer as ZooKeeper. */
 static int session_server(lua_State *L)
 {
     session *s = check_session(L);
     const char *cur = s->zh ? zoo_get_current_server(s->zh) : NULL;
+    int st = s->zh ? zoo_state(s->zh) : 0;     /* read after the server */
     lua_pushstring(L, cur ? cur : "");
-    return 1;
+    lua_pushboolean(L, st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE);
+    return 2;
 }
 
 /* s:last_heard() -> monotonic seconds (core.now's clock): the send time of

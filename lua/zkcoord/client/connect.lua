@@ -148,7 +148,12 @@ function _M:_not_zookeeper(state, s, t)
     if t > 0 and t < MAX_NEGOTIATED and state ~= core.c.READONLY_STATE then
         return false
     end
-    local detail = s:server() .. " did not answer as a ZooKeeper server"
+    local server, still = s:server()
+    if not still and self._hosts:find(",", 1, true) then
+        -- it closed and libzookeeper went on to the next: which one is not known
+        server = "one of " .. self._hosts:gsub("/.*", "")
+    end
+    local detail = server .. " did not answer as a ZooKeeper server"
     self._not_zookeeper_detail = detail
     self._log(_M.live[self] and "error" or "info",
               ("%s (its reply read as a session timeout of %gs%s)"):format(
