@@ -133,8 +133,8 @@ end
 -- password, read-only flag), so an HTTP server's "400 Bad Request" made a
 -- "connected" client whose session id was the ASCII of " Bad Req" (issue
 -- 28). Two of those fields reach the core: the negotiated timeout (a
--- server's lies between its min and max session timeouts, seconds to
--- minutes; any four printable bytes read as at least 0x20202020 ms, 6.2
+-- server's is positive, between its min and max session timeouts: seconds
+-- to minutes; any four printable bytes read as at least 0x20202020 ms, 6.2
 -- days) and the read-only flag (a server sets it only for a client that
 -- asked to accept a read-only server; this one never asks).
 local MAX_NEGOTIATED = 6 * 24 * 3600
