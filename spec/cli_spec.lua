@@ -224,6 +224,43 @@ describe("zkcoord command #zk", function()
             assert.is_nil(proc.read_file(marker))
         end)
 
+        it("a server that is not ZooKeeper (HTTP 400): exit 69 naming it, at once (was 75)",
+           function()
+            local http = assert(tcpproxy.start("127.0.0.1", 1))
+            finally(function() http:stop() end)
+            assert(http:reply("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+                              .. "Connection: close\r\n\r\n"))
+            local marker = tmpfile("ran")
+            local t0 = proc.now()
+            local rc, _, err = run({ "--servers", http.hosts, "--connect-timeout", "8", "lock",
+                                     root .. "/l", "--", "touch", marker })
+            local took = proc.now() - t0
+            assert.are.equal(69, rc, err)
+            assert.truthy(err:find("cannot reach ZooKeeper at " .. http.hosts, 1, true), err)
+            assert.truthy(err:find(http.hosts .. " did not answer as a ZooKeeper server", 1, true),
+                          err)
+            assert.is_nil(proc.read_file(marker))
+            assert.is_true(took < 5, "took " .. took)
+        end)
+
+        it("a server that comes up 2 s after the command started is waited for (was exit 69)",
+           function()
+            local zk_port = tonumber(zk.hosts():match(":(%d+)"))
+            for _, args in ipairs({ { "lock", root .. "/l", "--", "true" }, { "get", "/" } }) do
+                local late = assert(tcpproxy.start("127.0.0.1", zk_port,
+                                                   { port = assert(proc.free_port()), after = 2 }))
+                local t0 = proc.now()
+                local argv = { "--servers", late.hosts, "--connect-timeout", "20" }
+                for _, a in ipairs(args) do argv[#argv + 1] = a end
+                local rc, _, err = run(argv, 30)
+                local took = proc.now() - t0
+                late:stop()
+                assert.are.equal(0, rc, args[1] .. ": " .. err)
+                -- it waited (the server is up 2 s after the proxy was spawned, before t0)
+                assert.is_true(took >= 1.5 and took < 20, args[1] .. " took " .. took)
+            end
+        end)
+
         it("-w counts the connect: a silent server ends the wait at -w, exit 75", function()
             local hosts = silent_server()
             local t0 = proc.now()

@@ -1,7 +1,9 @@
--- connect names the mistake (issues 21.5 and 24.6): a host that does not
--- resolve, servers that all refuse, a missing chroot, each with a detail
--- that names it; and a server that accepts but never answers still waits
--- the connect timeout. Real servers and real sockets on loopback only.
+-- connect names the mistake (issues 21.5, 24.6 and 28): a host that does
+-- not resolve, servers that all refuse (tried until the connect timeout: one
+-- may come up meanwhile), a server that answers but is not ZooKeeper, a
+-- missing chroot, each with a detail that names it; and a server that
+-- accepts but never answers still waits the connect timeout. Real servers
+-- and real sockets on loopback only.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
@@ -32,22 +34,68 @@ describe("connect names the mistake #zk", function()
         c:close()
     end)
 
-    it("servers that all refuse fail within a second, naming them (not the connect timeout)",
-       function()
+    it("servers that all refuse are tried until the connect timeout, then named", function()
+        -- was: failed after 0.5 s whatever the connect timeout (issue 28)
         local p1, p2 = assert(proc.free_port()), assert(proc.free_port())
         local t0 = proc.now()
         local c, err, detail = zkcoord.connect { servers = { "127.0.0.1:" .. p1, "localhost:" .. p2 },
-                                                 connect_timeout = 5 }
+                                                 connect_timeout = 1 }
         local took = proc.now() - t0
         assert.is_nil(c)
         assert.equal("connectionloss", err)
         assert.equal(("connection refused by 127.0.0.1:%d, localhost:%d"):format(p1, p2), detail)
-        assert.is_true(took < 1.5, ("took %.2f s"):format(took))
+        assert.is_true(took >= 1 and took < 2, ("took %.2f s"):format(took))
         -- one server that answers among refusing ones: connected
         local ok = assert(zkcoord.connect { servers = { "127.0.0.1:" .. p1, zk.hosts() },
                                             connect_timeout = 5 })
         assert.equal("connected", ok:state())
         ok:close()
+    end)
+
+    it("a server that comes up while connect waits is reached (was connectionloss at 0.5 s)",
+       function()
+        -- a ZooKeeper restart: refused for 2 s, then a server (a proxy to ours)
+        local port = assert(proc.free_port())
+        local late = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)")),
+                                           { port = port, after = 2 }))
+        finally(function() late:stop() end)
+        local t0 = proc.now()
+        local c, err, detail = zkcoord.connect { servers = late.hosts, connect_timeout = 20 }
+        local took = proc.now() - t0
+        assert(c, tostring(err) .. " " .. tostring(detail))
+        finally(function() c:close() end)
+        assert.equal("connected", c:state())
+        -- it waited for the server (up 2 s after the proxy was spawned, just before t0)
+        assert.is_true(took >= 1.5 and took < 20, ("took %.2f s"):format(took))
+        assert.is_table((c:exists("/")))
+    end)
+
+    it("a server that is not ZooKeeper (HTTP 400) fails at once, naming it (was 'connected')",
+       function()
+        -- was: a client "connected" in a session " Bad Req" (issue 28)
+        local http = assert(tcpproxy.start("127.0.0.1", 1))
+        finally(function() http:stop() end)
+        assert(http:reply("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+                          .. "Content-Length: 11\r\nConnection: close\r\n\r\nBad Request"))
+        local t0 = proc.now()
+        local c, err, detail = zkcoord.connect { servers = http.hosts, connect_timeout = 5 }
+        local took = proc.now() - t0
+        assert.is_nil(c)
+        assert.equal("connectionloss", err)
+        assert.equal(http.hosts .. " did not answer as a ZooKeeper server", detail)
+        assert.is_true(took < 2, ("took %.2f s"):format(took))
+        -- with a refusing server in the list: never that one named (the HTTP
+        -- server closes, and libzookeeper may have moved on to it already)
+        local dead = "127.0.0.1:" .. assert(proc.free_port())
+        for _ = 1, 20 do
+            c, err, detail = zkcoord.connect { servers = { http.hosts, dead }, connect_timeout = 5 }
+            assert.is_nil(c)
+            assert.equal("connectionloss", err)
+            if detail ~= http.hosts .. " did not answer as a ZooKeeper server" then
+                assert.equal("one of " .. http.hosts .. "," .. dead
+                             .. " did not answer as a ZooKeeper server", detail)
+            end
+        end
     end)
 
     it("a server that accepts but never answers still waits the connect timeout", function()

@@ -2,10 +2,13 @@
 -- never came back (aborted request, bad options) must not block the
 -- worker's later connects; a client must not leave a pending timer behind
 -- (nginx caps them per worker), and a full timer table is a returned
--- error; callbacks run one at a time, in order, also when one waits.
+-- error; callbacks run one at a time, in order, also when one waits. A
+-- server that comes up while connect waits is reached; one that answers but
+-- is not ZooKeeper is named (issue 28).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local nginx = require "helpers.nginx"
+local tcpproxy = require "helpers.tcpproxy"
 
 local APP = [==[
 local zn = require "zkcoord.ngx"
@@ -25,6 +28,18 @@ function _M.dead()
     local c, err = zn.client { servers = "127.0.0.1:1", connect_timeout = 1 }
     say("dead " .. tostring(c) .. " " .. tostring(err))
     ngx.say("dead")
+end
+
+-- the worker's client for ?servers= within ?timeout= seconds: its state or
+-- the error, and how long it took; closed again
+function _M.to()
+    local t0 = ngx.now()
+    local c, err, detail = zn.client { servers = ngx.var.arg_servers,
+                                       connect_timeout = tonumber(ngx.var.arg_timeout) }
+    ngx.update_time()
+    ngx.say(("%s %s %s %.2f"):format(c and c:state() or "nil", tostring(err), tostring(detail),
+                                     ngx.now() - t0))
+    zn.exit_worker()
 end
 
 function _M.bad()
@@ -86,6 +101,7 @@ local HTTP = [[
     server {
         listen 127.0.0.1:@PORT@;
         location = /dead { content_by_lua_block { require("app").dead() } }
+        location = /to { content_by_lua_block { require("app").to() } }
         location = /bad { content_by_lua_block { require("app").bad() } }
         location = /good { content_by_lua_block { require("app").good() } }
         location = /cycles { content_by_lua_block { require("app").cycles() } }
@@ -140,6 +156,31 @@ describe("zkcoord.ngx connects and the nginx waiter's timers #zk #ngx", function
         assert.matches("^good connected nil nil$", get("/good"))
         assert.matches("^good connected nil nil$", get("/good"))
         assert.same({ "dead connecting" }, lines())   -- it never came back
+    end)
+
+    it("a server that comes up while connect waits is reached (was connectionloss at 0.5 s)",
+       function()
+        -- a ZooKeeper restart: refused for 2 s, then a server (a proxy to ours)
+        local port = assert(proc.free_port())
+        local late = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)")),
+                                           { port = port, after = 2 }))
+        finally(function() late:stop() end)
+        local state, took = get("/to?timeout=20&servers=" .. late.hosts):match("^(%S+) nil nil ([%d.]+)$")
+        assert.are.equal("connected", state)
+        -- it waited for the server (up 2 s after the proxy was spawned, before the request)
+        assert.is_true(tonumber(took) >= 1.5 and tonumber(took) < 20, took)
+    end)
+
+    it("a server that is not ZooKeeper (HTTP 400) fails at once, naming it (was 'connected')",
+       function()
+        local http = assert(tcpproxy.start("127.0.0.1", 1))
+        finally(function() http:stop() end)
+        assert(http:reply("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+        local body = get("/to?timeout=5&servers=" .. http.hosts)
+        local took = body:match(" ([%d.]+)$")
+        assert.are.equal(("nil connectionloss %s did not answer as a ZooKeeper server %s")
+                         :format(http.hosts, took), body)
+        assert.is_true(tonumber(took) < 2, body)
     end)
 
     it("a connect that raised (bad options) does not block the next ones", function()

@@ -30,8 +30,8 @@ describe("sessions #zk", function()
                                                  connect_timeout = 1 }
         local took = proc.now() - t0
         assert.is_nil(c)
-        -- nobody listens: refused, said before the connect timeout (connect_spec;
-        -- measured about 0.5 s)
+        -- nobody listens: refused until the connect timeout, then said
+        -- (connect_spec)
         assert.equal("connectionloss", err)
         assert.equal("connection refused by 127.0.0.1:" .. port, detail)
         assert.is_true(took < 3, "took " .. took)

@@ -687,6 +687,20 @@ static int session_timeout(lua_State *L)
     return 1;
 }
 
+/* s:server() -> "host:port" libzookeeper connects or is connected to ("" when
+ * it has none), and whether it is still connected there: a server that
+ * closed the connection may already have been replaced by the next one.
+ * Connect names a server that did not answer as ZooKeeper. */
+static int session_server(lua_State *L)
+{
+    session *s = check_session(L);
+    const char *cur = s->zh ? zoo_get_current_server(s->zh) : NULL;
+    int st = s->zh ? zoo_state(s->zh) : 0;     /* read after the server */
+    lua_pushstring(L, cur ? cur : "");
+    lua_pushboolean(L, st == ZOO_CONNECTED_STATE || st == ZOO_READONLY_STATE);
+    return 2;
+}
+
 /* s:last_heard() -> monotonic seconds (core.now's clock): the send time of
  * the latest request the server answered, or of the latest handshake. */
 static int session_last_heard(lua_State *L)
@@ -857,6 +871,7 @@ void session_register(lua_State *L)
         {"multi", session_multi},
         {"client_id", session_client_id},
         {"timeout", session_timeout},
+        {"server", session_server},
         {"last_heard", session_last_heard},
         {"heartbeat", session_heartbeat},
         {"watchdog", session_watchdog},

@@ -22,6 +22,9 @@
 --                standalone server does this to connections made while it
 --                starts, ZOOKEEPER-5051); current connections still pass
 --   delay <ms>   forward each chunk <ms> milliseconds after it arrived
+--   reply <text> answer each new connection's first bytes with <text>
+--                (\r, \n and \\ escapes) and close it, as a server that is
+--                not ZooKeeper would (an HTTP server: "400 Bad Request")
 --   quit         exit
 --
 -- It also exits when OWNER_PID is gone, so a crashed test run leaves no
@@ -73,7 +76,7 @@ local function run(listen_port, target_host, target_port, control, owner)
     end
     assert(proc.write_file_atomic(control .. ".port", tostring(port)))
 
-    local mode, delay = "pass", 0
+    local mode, delay, reply = "pass", 0, nil
     local conns = {}
     local buf = ffi.new("uint8_t[?]", CHUNK)
     local linger0 = ffi.new("struct zkh_linger", 1, 0)
@@ -117,6 +120,9 @@ local function run(listen_port, target_host, target_port, control, owner)
             end
             if mode == "refuse" then
                 reset_close(fd)
+            elseif mode == "reply" then
+                conns[#conns + 1] = { fd = { fd }, reply = reply,
+                    q = { new_queue(), new_queue() }, eof = {}, shut = {} }
             elseif mode == "blackhole" or mode == "hang" then
                 conns[#conns + 1] = { fd = { fd }, ignored = true, hung = mode == "hang",
                     q = { new_queue(), new_queue() }, eof = {}, shut = {} }
@@ -149,7 +155,11 @@ local function run(listen_port, target_host, target_port, control, owner)
         local other = 3 - i
         local n = C.zkh_recv(c.fd[i], buf, CHUNK, S.MSG_DONTWAIT)
         if n > 0 then
-            if dropping(c) then
+            if c.reply then
+                -- answer once, then close our side (settle) as soon as it is out
+                push(c.q[i], c.reply, now)
+                c.reply, c.eof[other] = nil, true
+            elseif dropping(c) then
                 c.tainted = not c.ignored
             elseif c.fd[other] then
                 push(c.q[other], ffi.string(buf, n), now + delay)
@@ -215,6 +225,9 @@ local function run(listen_port, target_host, target_port, control, owner)
         local was_blackhole = mode == "blackhole"
         if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang" then
             mode, delay = word, 0
+        elseif word == "reply" and rest ~= "" then
+            mode, delay = "reply", 0
+            reply = rest:gsub("\\([rn\\])", { r = "\r", n = "\n", ["\\"] = "\\" })
         elseif word == "delay" and tonumber(rest) and tonumber(rest) >= 0 then
             mode, delay = "delay", tonumber(rest) / 1000
         elseif word == "cut" then
@@ -429,7 +442,10 @@ end
 
 
 -- Starts a proxy to target_host:target_port on a free 127.0.0.1 port.
--- opts.luajit: the interpreter (default $LUAJIT or "luajit").
+-- opts.luajit: the interpreter (default $LUAJIT or "luajit"). opts.after
+-- (seconds, with opts.port, e.g. proc.free_port()): the proxy starts
+-- listening on that port only then, and start returns at once (a server
+-- that comes up while a client is connecting; until then it is refused).
 function _M.start(target_host, target_port, opts)
     assert(type(target_host) == "string", "target_host must be a string")
     assert(type(target_port) == "number", "target_port must be a number")
@@ -453,14 +469,25 @@ function _M.start(target_host, target_port, opts)
     end
     local luajit = opts.luajit or os.getenv("LUAJIT") or "luajit"
     local pid
-    pid, err = proc.spawn({ luajit, this_file(), "0", target_host,
-        tostring(target_port), self.control, tostring(proc.getpid()) },
-        { stdout = self.log, stderr = self.log })
+    local argv = { luajit, this_file(), tostring(opts.port or 0), target_host,
+        tostring(target_port), self.control, tostring(proc.getpid()) }
+    if opts.after then
+        assert(type(opts.after) == "number" and opts.port, "start: after needs a number and port")
+        table.insert(argv, 1, "sh")
+        table.insert(argv, 2, "-c")
+        table.insert(argv, 3, 'sleep "$0" && exec "$@"')
+        table.insert(argv, 4, tostring(opts.after))
+    end
+    pid, err = proc.spawn(argv, { stdout = self.log, stderr = self.log })
     if not pid then
         proc.rm_rf(dir)
         return nil, err
     end
     self.pid = pid
+    if opts.after then
+        self.port, self.hosts, self.state = opts.port, "127.0.0.1:" .. opts.port, "pass"
+        return self
+    end
     ok, err = wait_ack(self, "pass", START_TIMEOUT)
     local port = tonumber(proc.read_file(self.control .. ".port") or "")
     if not ok or not port then
@@ -521,6 +548,14 @@ end
 
 function Proxy:refuse()
     return self:set("refuse")
+end
+
+
+-- Answers each new connection with `text` and closes it (mode "reply").
+function Proxy:reply(text)
+    assert(type(text) == "string" and text ~= "", "reply: text must be a non-empty string")
+    return self:set("reply " .. text:gsub("[\\\r\n]", { ["\\"] = "\\\\", ["\r"] = "\\r",
+                                                          ["\n"] = "\\n" }))
 end
 
 

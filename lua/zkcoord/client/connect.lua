@@ -13,9 +13,9 @@ local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
 
-local setmetatable, ipairs, error, tostring, tonumber =
-    setmetatable, ipairs, error, tostring, tonumber
-local now, min, concat = core.now, math.min, table.concat
+local setmetatable, pairs, ipairs, error, tostring, tonumber =
+    setmetatable, pairs, ipairs, error, tostring, tonumber
+local now, concat = core.now, table.concat
 
 
 local function default_logger(level, msg)
@@ -70,13 +70,15 @@ local function new_client(c, q)
 end
 
 
--- When every server refuses, connect fails after about PROBE_AFTER
--- seconds instead of the whole connect timeout: libzookeeper only retries
--- them in turn and tells nothing. A plain TCP connect to each server, at
--- most PROBE_TIMEOUT each, tells a refusal from a slow server: core.probe
--- with the blocking waiter, a cosocket in nginx (which must not block the
--- worker; there a name needs nginx's `resolver`, else it is not probed).
-local PROBE_AFTER, PROBE_TIMEOUT = 0.5, 0.25
+-- Servers that refuse or do not answer yet are tried again until the
+-- connect timeout (a cron job during a ZooKeeper restart waits, as kazoo and
+-- Curator do): libzookeeper goes on trying every server in turn by itself.
+-- PROBE_TIMEOUT before the deadline a plain TCP connect to each server, at
+-- most PROBE_TIMEOUT each, tells servers that all refuse from slow ones, for
+-- the error: core.probe with the blocking waiter, a cosocket in nginx (which
+-- must not block the worker; there a name needs nginx's `resolver`, else it
+-- is not probed).
+local PROBE_TIMEOUT = 0.25
 
 
 local PROBES = {
@@ -127,8 +129,41 @@ local function open_failure(endpoints, err, detail)
 end
 
 
-local function is_connected(st)
-    return st == "connected"
+-- libzookeeper takes the first 41 bytes any server sends back for
+-- ZooKeeper's answer to its handshake and checks none of them (3.8
+-- check_events: length, protocol version, session timeout, session id,
+-- password, read-only flag), so an HTTP server's "400 Bad Request" made a
+-- "connected" client whose session id was the ASCII of " Bad Req" (issue
+-- 28). Two of those fields reach the core: the negotiated timeout (a
+-- server's is positive, between its min and max session timeouts: seconds
+-- to minutes; any four printable bytes read as at least 0x20202020 ms, 6.2
+-- days) and the read-only flag (a server sets it only for a client that
+-- asked to accept a read-only server; this one never asks).
+local MAX_NEGOTIATED = 6 * 24 * 3600
+
+
+--- A session event "connected" from a server whose answer ZooKeeper's
+--- does not explain: not taken (the state stays). The first connect
+--- returns why (await_connected); a live client's new session logs it.
+--- True if so.
+function _M:_not_zookeeper(state, s, t)
+    if t > 0 and t < MAX_NEGOTIATED and state ~= core.c.READONLY_STATE then
+        return false
+    end
+    local server, still = s:server()
+    if not still and self._hosts:find(",", 1, true) then
+        -- it closed and libzookeeper went on to the next: which one is not known
+        server = "one of " .. self._hosts:gsub("/.*", "")
+    end
+    local detail = server .. " did not answer as a ZooKeeper server"
+    self._not_zookeeper_detail = detail
+    self._log(_M.live[self] and "error" or "info",
+              ("%s (its reply read as a session timeout of %gs%s)"):format(
+              detail, t, state == core.c.READONLY_STATE and " and a read-only server" or ""))
+    for _, ev in pairs(self._state_events) do
+        ev:set()
+    end
+    return true
 end
 
 
@@ -136,23 +171,30 @@ end
 -- create must already carry them (creator_all ACLs).
 local function await_connected(self, o, endpoints)
     local deadline = now() + o.connect_timeout
-    local connected = self:wait_state(is_connected, min(PROBE_AFTER, o.connect_timeout))
-    if not connected and self._state == "connecting" and deadline - now() > 0 then
-        local refused = all_refused(self._waiter, endpoints)
-        if refused then
-            self:close()
-            return nil, "connectionloss", "connection refused by " .. refused
-        end
+    local function answered(st)
+        return st == "connected" or self._not_zookeeper_detail ~= nil
+    end
+    local connected = self:wait_state(answered, o.connect_timeout - PROBE_TIMEOUT)
+    local refused
+    if not connected and self._state == "connecting" then
+        refused = all_refused(self._waiter, endpoints)
     end
     if not connected then
         local left = deadline - now()
-        connected = left > 0 and self:wait_state(is_connected, left)
+        connected = left > 0 and self:wait_state(answered, left)
+    end
+    local not_zk = self._not_zookeeper_detail
+    if not_zk then
+        self:close()
+        return nil, "connectionloss", not_zk
     end
     if not connected then
         local state = self._state
         self:close()
         if state == "lost" then
             return nil, "sessionexpired", "the session could not be resumed"
+        elseif refused then
+            return nil, "connectionloss", "connection refused by " .. refused
         end
         return nil, "timeout", ("no ZooKeeper server answered within %gs at %s")
                                :format(o.connect_timeout, self._hosts)

@@ -192,6 +192,9 @@ function _M:_session_event(state)
     if state == C.CONNECTED_STATE or state == C.READONLY_STATE then
         local s = self._s
         local t = s:timeout()
+        if self:_not_zookeeper(state, s, t) then     -- connect.lua
+            return
+        end
         if t ~= self._negotiated_timeout then
             self:_arm_watchdog(t)
         end
