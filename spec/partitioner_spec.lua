@@ -251,6 +251,64 @@ c:close()
         end
     end)
 
+    -- Issue 28: a member owns only the node it created in its session. Its
+    -- node deleted by someone else and made by another session is no longer
+    -- owned, and giving the partition up never deletes the other's node.
+    it("never claims or deletes another session's owner node at its path", function()
+        local c, other = clients[1], clients[2]
+        local p = assert(c:partitioner("/p", { partitions = 2, id = "a" }))
+        assert.truthy(settle(clients, function() return #p:owned() == 2 end))
+        assert(other:delete("/p/owners/0"))
+        assert(other:create("/p/owners/0", "intruder", { ephemeral = true }))
+        assert.truthy(settle(clients, function()
+            return table.concat(p:owned(), ",") == "1"
+        end), "still claims partition 0")
+        -- it waits on the other's node and takes the partition once it goes
+        assert(other:delete("/p/owners/0"))
+        assert.truthy(settle(clients, function() return #p:owned() == 2 end))
+        assert.equal(c:session_id(), (other:exists("/p/owners/0")).ephemeral_owner)
+        -- the other's node again; giving 0 up (closing) must leave it alone
+        assert(other:delete("/p/owners/0"))
+        assert(other:create("/p/owners/0", "intruder", { ephemeral = true }))
+        settle(clients, function() return table.concat(p:owned(), ",") == "1" end)
+        p:close()
+        local st = other:exists("/p/owners/0")
+        assert.truthy(st, "the other session's node was deleted")
+        assert.equal(other:session_id(), st.ephemeral_owner)
+    end)
+
+    -- kazoo's test (issue 33): "0" and "1" share 3 partitions, 1's session
+    -- is expired and "2" joins at once. Every round must end with one
+    -- partition each: a member that applied a stale membership last kept
+    -- partition 2 for good ({{0,2},{1},{}}).
+    it("expiry then an immediate join: every round ends with one partition each", function()
+        for round = 1, 6 do
+            local base = "/k" .. round
+            local c3 = zk.client { chroot = root, session_timeout = 2 }
+            local p0 = assert(clients[1]:partitioner(base, { partitions = 3, id = "0" }))
+            local p1 = assert(clients[2]:partitioner(base, { partitions = 3, id = "1" }))
+            local all = { clients[1], clients[2], c3 }
+            assert.truthy(settle(all, function()
+                return #p0:owned() == 2 and #p1:owned() == 1
+            end), "round " .. round .. ": not shared by two")
+            assert.truthy(zk.expire_session(clients[2]))
+            local p2 = assert(c3:partitioner(base, { partitions = 3, id = "2" }))
+            local ps = { p0, p1, p2 }
+            local function shape()
+                local out = {}
+                for i, p in ipairs(ps) do out[i] = p:owned() end
+                return out
+            end
+            settle(all, function()
+                local s = shape()
+                return #s[1] == 1 and #s[2] == 1 and #s[3] == 1
+            end, 15)
+            assert.same({ { 0 }, { 1 }, { 2 } }, shape(), "round " .. round)
+            for _, p in ipairs(ps) do p:close() end
+            c3:close()
+        end
+    end)
+
     it("raises on bad arguments", function()
         local c = clients[1]
         assert.has_error(function() c:partitioner("/p") end)
