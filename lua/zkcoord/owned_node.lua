@@ -46,6 +46,7 @@ function _M.new(client, path, opts)
         parents = opts.parents == nil and "container" or opts.parents,
         on_gone = opts.on_gone,
         _serial = nil,       -- the session (client:serial()) whose node we hold
+        _gen = 0,            -- one per node we took: a watch of an earlier one is stale
         _sid = nil,          -- its session id (the node's ephemeral owner)
         _stat = nil,         -- the stat we last saw of our node
         _listener = nil,     -- on_state while held or while a delete is owed
@@ -126,10 +127,13 @@ end
 
 -- One listener per node, while held or while a delete is owed: a lost
 -- session took our node; a connection back in the same session re-arms a
--- watch that could not be set, or finishes a delete.
+-- watch that could not be set, or finishes a delete. Listeners run
+-- deferred: the state now decides, not the one passed (a node taken
+-- since in a new session is not the lost one's).
 local function state_listener(self)
-    return function(state)
+    return function()
         local client = self.client
+        local state = client:state()
         if self._delete_owed then
             if state == "connected" and client:serial() == self._delete_owed then
                 self:_finish_delete()
@@ -158,9 +162,9 @@ end
 
 
 -- The watch on our node (made outside any waiting frame).
-local function node_watcher(self, serial)
+local function node_watcher(self, gen)
     return function(ev)
-        if self._serial ~= serial then
+        if self._gen ~= gen or not self._serial then
             return
         end
         if ev.type == "deleted" then
@@ -174,9 +178,9 @@ local function node_watcher(self, serial)
 end
 
 
-local function watch_reply(self, serial)
+local function watch_reply(self, gen)
     return function(stat, err)
-        if self._serial ~= serial then
+        if self._gen ~= gen or not self._serial then
             return
         end
         if stat then
@@ -187,8 +191,10 @@ local function watch_reply(self, serial)
             end
         elseif stat == false or err == "nonode" then
             self:_gone("deleted")
+        elseif transient[err] and self.client:state() == "connected" then
+            self:_watch()              -- connected again already: no transition will come
         else
-            self._rewatch = true       -- set again once connected (the listener)
+            self._rewatch = true       -- set again at the next "connected" (the listener)
         end
     end
 end
@@ -197,9 +203,9 @@ end
 -- Watches our node: sent without waiting; its reply is not ignored.
 function _M:_watch()
     self._rewatch = false
-    local serial = self._serial
-    self.client:send("exists", self.path, node_watcher(self, serial))
-        :on_done(watch_reply(self, serial))
+    local gen = self._gen
+    self.client:send("exists", self.path, node_watcher(self, gen))
+        :on_done(watch_reply(self, gen))
 end
 
 
@@ -207,6 +213,7 @@ end
 function _M:_take(stat)
     local client = self.client
     self._serial, self._sid, self._stat = client:serial(), client:session_id(), stat
+    self._gen = self._gen + 1      -- our own delete of an earlier node fires its watch later
     self:_listen()
     self:_watch()
 end
