@@ -26,6 +26,7 @@
 -- nodes went with the session: on_change runs with {} at once; with the
 -- new session we join again and take our share.
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 local owned_node = require "zkcoord.owned_node"
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
@@ -38,6 +39,7 @@ local mt = { __index = _M }
 local check_self = util.self_checker(mt, "partitioner", "p")
 
 local OPT_KEYS = { "partitions", "id", "data" }
+local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 
 ---@class zkcoord.partitioner_opts
@@ -174,21 +176,25 @@ function _M:_node(p)
 end
 
 
--- Takes p if its node is free; otherwise waits on the node (a watch) and
--- tries again when it goes, if p is still ours to want.
+-- Takes p if its node is free; otherwise watches the node (someone
+-- else's) and comes back when it goes. true: ours; false: another's,
+-- watched; nil, err: could not tell (the caller tries again).
 function _M:_take(p)
+    if self._freed[p] then
+        return false                 -- watched already: the watch brings us back
+    end
     local client, node = self.client, self:_node(p)
     for _ = 1, util.MAX_RACES do     -- again only when the node went between create and look
         local ok, other = node:create()
         if ok or ok == nil then
-            return ok                -- nil: the next "connected" (or event) tries again
-        elseif other and self._freed[p] then
-            return false             -- another member's, watched: the watch brings us back
+            return ok, other
         elseif other then
-            local stat = client:exists(node.path, freed_watcher(self, p))
-            if stat ~= false then
-                self._freed[p] = stat and true or nil
+            local stat, err = client:exists(node.path, freed_watcher(self, p))
+            if stat then
+                self._freed[p] = true
                 return false
+            elseif stat == nil then
+                return nil, err
             end
         end
     end
@@ -199,7 +205,8 @@ end
 -- Moves partitions to match the members: gives up what we no longer want,
 -- then takes what we want. One at a time: a change during it runs after.
 -- Only from a whole listing, and only while connected (every step is a
--- request; the next "connected" runs it again).
+-- request; the next "connected" runs it again, also for a take that failed
+-- on a connection loss).
 function _M:_rebalance()
     if self._busy then
         self._again = true
@@ -216,12 +223,19 @@ function _M:_rebalance()
                     self:_release(p)
                 end
             end
+            local failed
             for p = 0, self.partitions - 1 do
                 if want[p] and not self._closed and not self:_node(p):held() then
-                    self:_take(p)
+                    local ok, err = self:_take(p)
+                    if ok == nil then
+                        failed = err
+                    end
                 end
             end
             self:_notify()
+            if failed and not (transient[failed] or unknown_outcome[failed]) then
+                self.client:log("error", "partitioner " .. self.path .. ": " .. tostring(failed))
+            end
         end
     until not self._again
     self._busy = false
