@@ -214,6 +214,7 @@ function _M:_take(stat)
     local client = self.client
     self._serial, self._sid, self._stat = client:serial(), client:session_id(), stat
     self._gen = self._gen + 1      -- our own delete of an earlier node fires its watch later
+    self._delete_owed, self._owed_sid = nil, nil   -- ours again: a delete still owed is not
     self:_listen()
     self:_watch()
 end
