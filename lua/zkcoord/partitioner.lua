@@ -71,7 +71,8 @@ function _M.new(client, path, opts)
         _releasing = {},      -- partitions given up, their delete under way
         _freed = {},          -- partitions whose node (someone else's) we watch
         _want = {},
-        _ids = nil,           -- the member ids of the last whole listing
+        _ids = nil,           -- the member ids of the newest whole listing, sorted
+        _ids_zxid = -1,       -- its pzxid: an older listing never replaces it
         _told = "",           -- the owned list on_change last saw
         _fns = {},
         _busy = false,
@@ -83,18 +84,27 @@ function _M.new(client, path, opts)
     if not ok then
         return nil, err
     end
+    local members = base .. "/members"
     self._listener = client:on_state(function(state)
         if state == "lost" or state == "closed" then
             self._freed = {}           -- the watches went with the session
             self:_notify()             -- our nodes too: {} at once
         elseif state == "connected" then
-            self:_rebalance()          -- takes that failed on a connection loss
+            -- Members may have changed while we were away, and the watch
+            -- tells only a change: list them now (one round trip), then
+            -- take again what failed on the connection loss.
+            local names, stat = client:children(members)
+            if names or stat == "nonode" then
+                if names then sort(names) end
+                self:_seen(names, stat)
+            end
+            self:_rebalance()
         end
     end)
     -- Only the ids matter: a listing, not each member's data (fewer reads
     -- that can fail half-way through a reconnect storm).
-    local w, werr = client:watch(base .. "/members", function(names)
-        self._ids = names or {}
+    local w, werr = client:watch(members, function(names, stat)
+        self:_seen(names, stat)
         self:_rebalance()
     end, { kind = "children" })
     if not w then
@@ -107,10 +117,26 @@ function _M.new(client, path, opts)
 end
 
 
+-- A whole listing of the member ids: kept unless we hold a newer one (the
+-- watch's and a reconnect's listings may answer in either order). nil: no
+-- members node, no members.
+function _M:_seen(names, stat)
+    if not names then
+        self._ids = {}
+        return
+    end
+    local zxid = stat.pzxid
+    if self._ids and zxid < self._ids_zxid then
+        return
+    end
+    self._ids, self._ids_zxid = names, zxid
+end
+
+
 -- What we want: our share of the partitions for these members.
 function _M:_wanted(ids)
     local want, me = {}, nil
-    for i, id in ipairs(ids) do      -- sorted (the watch sorts listings)
+    for i, id in ipairs(ids) do      -- sorted
         if id == self.id then
             me = i
         end
