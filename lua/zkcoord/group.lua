@@ -133,13 +133,19 @@ end
 -- The watch function and its state listener, made outside on_change's
 -- waiting frame (in nginx a waiting coroutine may be gone, locals and all,
 -- when a watch fires). A read is numbered: one overtaken by a newer
--- listing while it waited for its data is dropped (the newer one tells).
+-- listing while it waited for its data is dropped (the newer one tells);
+-- a listing older (pzxid) than one already taken is never read.
 -- One that failed, or was in flight at a reconnect, is read again,
 -- listing and all, once connected.
 local function members_watcher(self, fn)
     local client = self.client
-    local seq, owed = 0, false
-    local function load(names)
+    local seq, owed, zxid = 0, false, -1
+    local function load(names, stat)
+        local z = stat and stat.pzxid or -1      -- no stat: no parent, no members
+        if stat and z < zxid then
+            return
+        end
+        zxid = z
         seq = seq + 1
         local mine = seq
         owed = true    -- until read: a reconnect meanwhile reads again (ours may fail)
@@ -160,13 +166,16 @@ local function members_watcher(self, fn)
         if state ~= "connected" or not owed or not (w and w:is_active()) then
             return
         end
-        local names = util.children(client, self.path)
+        local names, stat = client:children(self.path)
         if names then
             sort(names)
-            load(names)
+            load(names, stat)
+        elseif stat == "nonode" then
+            load({}, nil)
         end
     end
-    return function(names) load(names or {}) end, relist, function(watch) w = watch end
+    return function(names, stat) load(names or {}, stat) end, relist,
+           function(watch) w = watch end
 end
 
 
