@@ -4,6 +4,7 @@
 -- leave and lose their session.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 -- Pumps every client until cond() holds (or the timeout).
 local function settle(clients, cond, timeout)
@@ -70,6 +71,59 @@ describe("group #zk", function()
         end))
         assert.same({ b = "x" }, c:group("/g", "z"):members())
         b:close()
+    end)
+
+    -- Issue 33: a persistent node with the member's name never goes by
+    -- itself: join() says so at once instead of timing out.
+    it("join() answers nodeexists at once when a persistent node has our name", function()
+        assert(other:create("/g/a", "old", { parents = true }))
+        local a = c:group("/g", "a", "data-a")
+        local t0 = proc.now()
+        assert.same({ nil, "nodeexists" }, { a:join(5) })
+        assert.is_true(proc.now() - t0 < 1, "took " .. (proc.now() - t0))
+        assert.equal("old", (other:get("/g/a")))
+        a:close()
+        assert.equal("old", (other:get("/g/a")))
+    end)
+
+    -- Issue 28: a view whose data reads were cut off half-way is read again
+    -- once connected: it equals the server's members within a round trip
+    -- of the heal. The cut falls exactly between the listing (which saw b)
+    -- and b's data read: that read is held in the proxy (2 s delay) and the
+    -- connection is cut under it, so it fails.
+    it("a view cut off half-way converges once connected again", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        local view, t_view, t_conn
+        local g = pc:group("/g", "watcher")
+        assert(g:on_change(function(m) view, t_view = m, proc.now() end))
+        pc:on_state(function(st) if st == "connected" then t_conn = proc.now() end end)
+        local cut = false
+        pc.send = function(cl, op, path, ...)
+            if cut or op ~= "get" or path ~= "/g/b" then
+                return getmetatable(cl).__index.send(cl, op, path, ...)
+            end
+            cut = true
+            assert(proxy:delay(2))
+            local f = getmetatable(cl).__index.send(cl, op, path, ...)
+            assert(proxy:cut())
+            assert(proxy:pass())
+            return f
+        end
+        local sid = pc:session_id()
+        local b = other:group("/g", "b", "data-b")
+        assert.is_true(b:join(5))
+        assert.truthy(settle({ pc, other }, function() return cut and pc:state() == "connected" end))
+        pc.send = nil
+        assert.truthy(settle({ pc, other }, function() return view and view.b == "data-b" end, 5),
+                      "the view never saw b")
+        assert.equal(sid, pc:session_id())
+        -- a round trip after the reconnect (measured 0.002-0.09 s, one server, load 5)
+        assert.is_true(t_view - t_conn < 1, ("took %.3f s"):format(t_view - t_conn))
+        g:close()
+        b:close()
+        pc:close()
+        proxy:stop()
     end)
 
     it("raises on bad arguments", function()
@@ -248,6 +302,175 @@ c:close()
         end
         for q = 0, N - 1 do
             assert.equal(1, count[q], "partition " .. q .. " after the kill")
+        end
+    end)
+
+    -- Issue 28: a member owns only the node it created in its session. Its
+    -- node deleted by someone else and made by another session is no longer
+    -- owned, and giving the partition up never deletes the other's node.
+    it("never claims or deletes another session's owner node at its path", function()
+        local c, other = clients[1], clients[2]
+        local p = assert(c:partitioner("/p", { partitions = 2, id = "a" }))
+        assert.truthy(settle(clients, function() return #p:owned() == 2 end))
+        assert(other:delete("/p/owners/0"))
+        assert(other:create("/p/owners/0", "intruder", { ephemeral = true }))
+        assert.truthy(settle(clients, function()
+            return table.concat(p:owned(), ",") == "1"
+        end), "still claims partition 0")
+        -- it waits on the other's node and takes the partition once it goes
+        assert(other:delete("/p/owners/0"))
+        assert.truthy(settle(clients, function() return #p:owned() == 2 end))
+        assert.equal(c:session_id(), (other:exists("/p/owners/0")).ephemeral_owner)
+        -- the other's node again; giving 0 up (closing) must leave it alone
+        assert(other:delete("/p/owners/0"))
+        assert(other:create("/p/owners/0", "intruder", { ephemeral = true }))
+        settle(clients, function() return table.concat(p:owned(), ",") == "1" end)
+        p:close()
+        local st = other:exists("/p/owners/0")
+        assert.truthy(st, "the other session's node was deleted")
+        assert.equal(other:session_id(), st.ephemeral_owner)
+    end)
+
+    -- Issue 28: a membership change while a member is cut off (same
+    -- session). Once healed, its view is rebuilt from a fresh listing and
+    -- the shares match within a round trip; no partition has two owners
+    -- in the members' views at any moment, and the owner nodes agree.
+    it("a member cut off while membership changes converges after the heal", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pa = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        local all = { pa, clients[2], clients[3] }
+        local views, overlaps = {}, {}
+        local function record(id)
+            return function(owned)
+                local set = {}
+                for _, q in ipairs(owned) do set[q] = true end
+                views[id] = set
+                for q in pairs(set) do
+                    for other_id, other in pairs(views) do
+                        if other_id ~= id and other[q] then
+                            overlaps[#overlaps + 1] = ("%d: %s and %s"):format(q, id, other_id)
+                        end
+                    end
+                end
+            end
+        end
+        local a = assert(pa:partitioner("/p", { partitions = 4, id = "a" }))
+        local b = assert(clients[2]:partitioner("/p", { partitions = 4, id = "b" }))
+        a:on_change(record("a"))
+        b:on_change(record("b"))
+        local function shares(ps, want)
+            for i, p in ipairs(ps) do
+                if table.concat(p:owned(), ",") ~= want[i] then return false end
+            end
+            return true
+        end
+        assert.truthy(settle(all, function() return shares({ a, b }, { "0,2", "1,3" }) end))
+        local sid = pa:session_id()
+        assert(proxy:blackhole())
+        local c = assert(clients[3]:partitioner("/p", { partitions = 4, id = "c" }))
+        c:on_change(record("c"))
+        -- b gives 3 up at once; c waits for 2, which the cut-off a holds
+        assert.truthy(settle({ clients[2], clients[3] }, function()
+            return shares({ b, c }, { "1", "" })
+        end))
+        assert(proxy:pass())
+        local healed = proc.now()
+        assert.truthy(settle(all, function() return shares({ a, b, c }, { "0,3", "1", "2" }) end),
+                      "not converged after the heal")
+        local took = proc.now() - healed
+        assert.equal(sid, pa:session_id())
+        for q, id in pairs { [0] = "a", [1] = "b", [2] = "c", [3] = "a" } do
+            assert.equal(id, (clients[2]:get("/p/owners/" .. q)))
+        end
+        assert.same({}, overlaps)
+        -- the reconnect and a round trip or two (measured 0.07-0.19 s, load 3-5)
+        assert.is_true(took < zk.SESSION_TIMEOUT, ("took %.3f s"):format(took))
+        a:close()
+        pa:close()
+        proxy:stop()
+    end)
+
+    -- Issue 28's two owners: a member's delete of its owner node executed
+    -- but its reply was lost to a cut; another member took the partition
+    -- meanwhile. Sending the delete again deleted the other member's node
+    -- (which still reported owning it). The delete goes through a proxy
+    -- that holds each chunk for a second: the cut falls after the server
+    -- deleted the node (seen from another client) and before the reply.
+    it("a release whose reply was lost never deletes the next owner's node", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pa = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        local all = { pa, clients[2] }
+        local a = assert(pa:partitioner("/p", { partitions = 2, id = "a" }))
+        assert.truthy(settle(all, function() return #a:owned() == 2 end))
+        local b
+        local cut = false
+        pa.delete = function(cl, path, ...)
+            local delete = getmetatable(cl).__index.delete
+            if cut or path ~= "/p/owners/1" then
+                return delete(cl, path, ...)
+            end
+            cut = true
+            local f = cl:send("delete", path, ...)
+            assert.truthy(zk.wait_until(function()
+                return clients[3]:exists("/p/owners/1") == false
+            end, 5))
+            assert(proxy:cut())            -- the reply is still held in the proxy
+            assert(proxy:pass())
+            assert.truthy(settle({ clients[2] }, function()
+                return table.concat(b:owned(), ",") == "1"
+            end), "b did not take partition 1")
+            return f:wait()
+        end
+        assert(proxy:delay(1))
+        b = assert(clients[2]:partitioner("/p", { partitions = 2, id = "b" }))
+        assert.truthy(settle(all, function()
+            return cut and pa:state() == "connected" and table.concat(a:owned(), ",") == "0"
+        end, 15))
+        pa.delete = nil
+        -- whatever a sends again once connected has been answered
+        assert(pa:sync("/p/owners"))
+        pa:dispatch(0.1)
+        assert.equal("1", table.concat(b:owned(), ","))
+        local st = clients[3]:exists("/p/owners/1")
+        assert.truthy(st, "b's owner node was deleted while b reports owning it")
+        assert.equal(clients[2]:session_id(), st.ephemeral_owner)
+        a:close()
+        b:close()
+        pa:close()
+        proxy:stop()
+    end)
+
+    -- kazoo's test (issue 33): "0" and "1" share 3 partitions, 1's session
+    -- is expired and "2" joins at once. Every round must end with one
+    -- partition each (kazoo's run saw member 0 keep partition 2 for good,
+    -- {{0,2},{1},{}}, in 2-4 rounds of 6). On one server this did not fail
+    -- on the code before issue 28 either: it pins the shape, it does not
+    -- show that bug.
+    it("expiry then an immediate join: every round ends with one partition each", function()
+        for round = 1, 6 do
+            local base = "/k" .. round
+            local c3 = zk.client { chroot = root, session_timeout = 2 }
+            local p0 = assert(clients[1]:partitioner(base, { partitions = 3, id = "0" }))
+            local p1 = assert(clients[2]:partitioner(base, { partitions = 3, id = "1" }))
+            local all = { clients[1], clients[2], c3 }
+            assert.truthy(settle(all, function()
+                return #p0:owned() == 2 and #p1:owned() == 1
+            end), "round " .. round .. ": not shared by two")
+            assert.truthy(zk.expire_session(clients[2]))
+            local p2 = assert(c3:partitioner(base, { partitions = 3, id = "2" }))
+            local ps = { p0, p1, p2 }
+            local function shape()
+                local out = {}
+                for i, p in ipairs(ps) do out[i] = p:owned() end
+                return out
+            end
+            settle(all, function()
+                local s = shape()
+                return #s[1] == 1 and #s[2] == 1 and #s[3] == 1
+            end, 15)
+            assert.same({ { 0 }, { 1 }, { 2 } }, shape(), "round " .. round)
+            for _, p in ipairs(ps) do p:close() end
+            c3:close()
         end
     end)
 

@@ -80,6 +80,39 @@ describe("persistent_node #zk", function()
         n:close()
     end)
 
+    -- Issue 33: a persistent node at an ephemeral one's path never goes by
+    -- itself: a clear answer at once, not a timeout; ours once it is deleted.
+    it("says nodeexists at once when a persistent node holds its path", function()
+        assert(other:create("/svc/taken", "theirs", { parents = true }))
+        local n = c:persistent_node("/svc/taken", "ours")
+        local t0 = proc.now()
+        assert.same({ nil, "nodeexists" }, { n:wait(5) })
+        assert.is_true(proc.now() - t0 < 1, "took " .. (proc.now() - t0))
+        assert.is_nil(n:path())
+        n:close()
+        assert.equal("theirs", (other:get("/svc/taken")))
+        -- deleted: ours is made
+        local m = c:persistent_node("/svc/taken", "ours")
+        assert(other:delete("/svc/taken"))
+        assert.is_true(m:wait(5))
+        assert.equal(c:session_id(), (other:exists("/svc/taken")).ephemeral_owner)
+        m:close()
+    end)
+
+    -- Issue 28: close() deletes only our own node, never another session's
+    -- node that took the path while we were cut off.
+    it("close() leaves another session's node at its path alone", function()
+        local n = c:persistent_node("/svc/own", "ours")
+        assert.is_true(n:wait(5))
+        assert(other:delete("/svc/own"))
+        assert(other:create("/svc/own", "theirs", { ephemeral = true }))
+        n:close()      -- at once: the delete event may not have reached us yet
+        other:sync("/svc/own")
+        local st = other:exists("/svc/own")
+        assert.truthy(st, "the other session's node was deleted")
+        assert.equal(other:session_id(), st.ephemeral_owner)
+    end)
+
     it("a persistent one adopts an existing node and outlives the client", function()
         assert(other:create("/svc/p", "before", { parents = true }))
         local n = c:persistent_node("/svc/p", "mine", { ephemeral = false })

@@ -13,12 +13,21 @@
 --
 -- on_change runs on membership changes (a member joining or leaving), with
 -- every member's data as read then; a member's data change alone does not
--- run it. Suspended: members stay as they were (the session may live).
+-- run it. Each view is whole and the latest: a listing whose data reads
+-- failed half-way (a connection loss) is read again, listing included,
+-- once connected, and a read overtaken by a newer listing is dropped. So
+-- once the last fault heals, the view equals the server's members within a
+-- round trip. Suspended: members stay as they were (the session may live).
 -- Lost: our node goes with the session and comes back with the new one.
+--
+-- A persistent (non-ephemeral) node that already has our id's name never
+-- goes by itself: join() answers "nodeexists" at once rather than waiting
+-- for it (kazoo's Party names its nodes with a uuid and so never meets
+-- one; adopting it would list us as a member after we died).
 local util = require "zkcoord.util"
 
 local type, ipairs, tostring, setmetatable = type, ipairs, tostring, setmetatable
-local find = string.find
+local find, sort = string.find, table.sort
 local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -50,7 +59,9 @@ end
 
 --- Joins (our member node is kept present until leave()); waits at most
 --- `timeout` seconds (default: the session timeout) for it to be there.
----@return true|nil ok, string? err "timeout" | "closed"
+--- "nodeexists": a persistent node has our id's name (it never goes by
+--- itself); we still join if it is deleted, until leave().
+---@return true|nil ok, string? err "timeout" | "closed" | "nodeexists"
 function _M:join(timeout)
     check_self(self, "join")
     util.check_timeout(timeout, "join", 1)
@@ -119,18 +130,52 @@ function _M:members()
 end
 
 
--- The watch function, made outside on_change's waiting frame (in nginx a
--- waiting coroutine may be gone, locals and all, when a watch fires).
+-- The watch function and its state listener, made outside on_change's
+-- waiting frame (in nginx a waiting coroutine may be gone, locals and all,
+-- when a watch fires). A read is numbered: one overtaken by a newer
+-- listing while it waited for its data is dropped (the newer one tells);
+-- a listing older (pzxid) than one already taken is never read.
+-- One that failed, or was in flight at a reconnect, is read again,
+-- listing and all, once connected.
 local function members_watcher(self, fn)
-    return function(names)
-        local members, rerr = read_members(self, names or {})
+    local client = self.client
+    local seq, owed, zxid = 0, false, -1
+    local function load(names, stat)
+        local z = stat and stat.pzxid or -1      -- no stat: no parent, no members
+        if stat and z < zxid then
+            return
+        end
+        zxid = z
+        seq = seq + 1
+        local mine = seq
+        owed = true    -- until read: a reconnect meanwhile reads again (ours may fail)
+        local members, rerr = read_members(self, names)
+        if mine ~= seq then
+            return
+        end
+        owed = not members
         if members then
-            util.call(self.client, fn, "group on_change", members)
+            util.call(client, fn, "group on_change", members)
         else
-            self.client:log("warn", "group " .. self.path .. ": members not read: "
-                            .. tostring(rerr))
+            client:log("warn", "group " .. self.path .. ": members not read ("
+                       .. tostring(rerr) .. "): read again once connected")
         end
     end
+    local w
+    local function relist(state)
+        if state ~= "connected" or not owed or not (w and w:is_active()) then
+            return
+        end
+        local names, stat = client:children(self.path)
+        if names then
+            sort(names)
+            load(names, stat)
+        elseif stat == "nonode" then
+            load({}, nil)
+        end
+    end
+    return function(names, stat) load(names or {}, stat) end, relist,
+           function(watch) w = watch end
 end
 
 
@@ -140,11 +185,16 @@ end
 function _M:on_change(fn)
     check_self(self, "on_change")
     util.check_fn(fn, "on_change")
-    local w, err = self.client:watch(self.path, members_watcher(self, fn), { kind = "children" })
+    local client = self.client
+    local watcher, relist, bind = members_watcher(self, fn)
+    client:on_state(relist)
+    local w, err = client:watch(self.path, watcher, { kind = "children" })
     if not w then
+        client:remove_listener(relist)
         return nil, err
     end
-    self._watches[#self._watches + 1] = w
+    bind(w)
+    self._watches[#self._watches + 1] = { w, relist }
     return w
 end
 
@@ -152,8 +202,9 @@ end
 --- Leaves and stops every on_change watch.
 function _M:close()
     check_self(self, "close")
-    for _, w in ipairs(self._watches) do
-        w:cancel()
+    for _, e in ipairs(self._watches) do
+        e[1]:cancel()
+        self.client:remove_listener(e[2])
     end
     self._watches = {}
     return self:leave()

@@ -7,25 +7,31 @@
 --   p:close()
 --
 -- Membership is a zkcoord.group under <path>/members (Curator GroupMember's
--- layout: <path>/members/<id>). Every member computes the same assignment:
--- member i of the m ids in sorted order wants the partitions p with
--- p % m == i - 1. Ownership is a node: a member owns partition p while it
--- holds the ephemeral <path>/owners/<p> (data: its id). So two live members
--- never own one partition at the same moment: a member gives a partition
--- up (its on_change runs without it) before it deletes the node, and the
--- next owner can create the node only once it is gone; it waits on the
--- node, not in a loop. Once membership is stable, every partition has
--- exactly one owner.
+-- layout: <path>/members/<id>). Every member computes the same assignment
+-- from a whole listing of the member ids (read while connected, with the
+-- watch set again, never pieced together): member i of the m ids in sorted
+-- order wants the partitions p with p % m == i - 1. Ownership is a node
+-- (zkcoord.owned_node): a member owns partition p while the ephemeral
+-- <path>/owners/<p> (data: its id) that it created in its current session
+-- is there. So two live members never own one partition at the same
+-- moment: a member gives a partition up (its on_change runs without it)
+-- before it deletes the node, deletes only its own node (never a path), and
+-- the next owner owns it only once its own create succeeded; it waits on
+-- the node, not in a loop. A node of ours deleted by someone else is given
+-- up at once. Once membership is stable, every partition has exactly one
+-- owner.
 --
 -- Suspended: owned partitions stay owned (the session may live); stop work
 -- that must never overlap while client:state() ~= "connected". Lost: our
 -- nodes went with the session: on_change runs with {} at once; with the
 -- new session we join again and take our share.
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
+local owned_node = require "zkcoord.owned_node"
 
-local type, pairs, ipairs, tostring, tonumber = type, pairs, ipairs, tostring, tonumber
-local setmetatable, next = setmetatable, next
-local sort = table.sort
+local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
+local setmetatable = setmetatable
+local sort, concat = table.sort, table.concat
 local argerror = util.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -33,6 +39,7 @@ local mt = { __index = _M }
 local check_self = util.self_checker(mt, "partitioner", "p")
 
 local OPT_KEYS = { "partitions", "id", "data" }
+local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 
 ---@class zkcoord.partitioner_opts
@@ -60,10 +67,16 @@ function _M.new(client, path, opts)
         partitions = n,
         id = opts.id or util.default_id(),
         owners = base .. "/owners",
-        _owned = {},          -- partition -> session id that holds its node
+        _nodes = {},          -- partition -> its owned_node (made when first wanted)
+        _releasing = {},      -- partitions given up, their delete under way
+        _freed = {},          -- partitions whose node (someone else's) we watch
+        _want = {},
+        _ids = nil,           -- the member ids of the newest whole listing, sorted
+        _ids_zxid = -1,       -- its pzxid: an older listing never replaces it
+        _told = "",           -- the owned list on_change last saw
         _fns = {},
         _busy = false,
-        _again = nil,         -- members seen while a rebalance ran
+        _again = false,       -- something changed while a rebalance ran
         _closed = false,
     }, mt)
     self.group = client:group(base .. "/members", self.id, opts.data)
@@ -71,35 +84,59 @@ function _M.new(client, path, opts)
     if not ok then
         return nil, err
     end
+    local members = base .. "/members"
     self._listener = client:on_state(function(state)
         if state == "lost" or state == "closed" then
-            self:_drop_all()
-        elseif state == "connected" and self._members then
-            -- takes that failed on a connection loss are tried again
-            self:_rebalance(self._members)
+            self._freed = {}           -- the watches went with the session
+            self:_notify()             -- our nodes too: {} at once
+        elseif state == "connected" then
+            -- Members may have changed while we were away, and the watch
+            -- tells only a change: list them now (one round trip), then
+            -- take again what failed on the connection loss.
+            local names, stat = client:children(members)
+            if names or stat == "nonode" then
+                if names then sort(names) end
+                self:_seen(names, stat)
+            end
+            self:_rebalance()
         end
     end)
-    local w, werr = self.group:on_change(function(members)
-        self:_rebalance(members)
-    end)
+    -- Only the ids matter: a listing, not each member's data (fewer reads
+    -- that can fail half-way through a reconnect storm).
+    local w, werr = client:watch(members, function(names, stat)
+        self:_seen(names, stat)
+        self:_rebalance()
+    end, { kind = "children" })
     if not w then
         self.group:leave()
         client:remove_listener(self._listener)
         return nil, werr
     end
+    self._watch = w
     return self
 end
 
 
--- What we want: our share of the partitions for these members.
-function _M:_wanted(members)
-    local ids = {}
-    for id in pairs(members) do
-        ids[#ids + 1] = id
+-- A whole listing of the member ids: kept unless we hold a newer one (the
+-- watch's and a reconnect's listings may answer in either order). nil: no
+-- members node, no members.
+function _M:_seen(names, stat)
+    if not names then
+        self._ids = {}
+        return
     end
-    sort(ids)
+    local zxid = stat.pzxid
+    if self._ids and zxid < self._ids_zxid then
+        return
+    end
+    self._ids, self._ids_zxid = names, zxid
+end
+
+
+-- What we want: our share of the partitions for these members.
+function _M:_wanted(ids)
     local want, me = {}, nil
-    for i, id in ipairs(ids) do
+    for i, id in ipairs(ids) do      -- sorted
         if id == self.id then
             me = i
         end
@@ -113,125 +150,133 @@ function _M:_wanted(members)
 end
 
 
+-- Runs on_change when what we own changed since it last ran.
 function _M:_notify()
-    util.call_all(self.client, self._fns, "partitioner on_change", self:owned())
-end
-
-
--- Our session ended: every node of ours went with it.
-function _M:_drop_all()
-    if next(self._owned) ~= nil then
-        self._owned = {}
-        self:_notify()
+    local owned = self:owned()
+    local key = concat(owned, ",")
+    if key ~= self._told then
+        self._told = key
+        util.call_all(self.client, self._fns, "partitioner on_change", owned)
     end
 end
 
 
--- Gives p up: first in our view (on_change), then on the server.
+-- Gives p up: first in our view (on_change), then on the server (our own
+-- node only; a delete cut off by a connection loss finishes once back).
 function _M:_release(p)
-    self._owned[p] = nil
+    self._releasing[p] = true
     self:_notify()
-    local ok, err = self.client:delete(self.owners .. "/" .. p)
-    if not ok and err ~= "nonode" then
-        -- could not say so now: the node goes with the session at worst
-        self.client:delete_guaranteed(self.owners .. "/" .. p)
-    end
+    self._nodes[p]:delete()
+    self._releasing[p] = nil
 end
 
 
--- Made outside the waiting frame (see util.waker): fires after a
--- delete, when p may be ours to take.
+-- Made outside the waiting frame (see util.waker): fires after a delete
+-- (or the end of the session), when p may be ours to take.
 local function freed_watcher(self, p)
-    return function(ev)
-        if ev.type == "deleted" and not self._closed and self._want and self._want[p]
-                and not self._owned[p] then
-            self:_take_and_tell(p)
-        end
+    return function()
+        self._freed[p] = nil
+        self:_rebalance()
     end
 end
 
 
--- Takes p if its node is free; otherwise waits on the node (a watch) and
--- tries again when it goes, if p is still ours to want.
+-- Our node of p went (deleted by someone else, our session ended).
+local function node_gone(self)
+    return function()
+        self:_notify()
+        self:_rebalance()      -- ours again at once if still ours to want
+    end
+end
+
+
+function _M:_node(p)
+    local n = self._nodes[p]
+    if not n then
+        n = owned_node.new(self.client, self.owners .. "/" .. p, {
+            data = self.id, on_gone = node_gone(self),
+        })
+        self._nodes[p] = n
+    end
+    return n
+end
+
+
+-- Takes p if its node is free; otherwise watches the node (someone
+-- else's) and comes back when it goes. true: ours; false: another's,
+-- watched; nil, err: could not tell (the caller tries again).
 function _M:_take(p)
-    local client = self.client
-    local node = self.owners .. "/" .. p
-    local sid = client:session_id()
+    if self._freed[p] then
+        return false                 -- watched already: the watch brings us back
+    end
+    local client, node = self.client, self:_node(p)
     for _ = 1, util.MAX_RACES do     -- again only when the node went between create and look
-        local ok, err = client:create(node, self.id, { ephemeral = true, parents = "container" })
-        if ok then
-            self._owned[p] = sid
-            return true
-        elseif err ~= "nodeexists" then
-            return nil, err
-        end
-        local stat = client:exists(node, freed_watcher(self, p))
-        if stat and stat.ephemeral_owner == sid then
-            self._owned[p] = sid             -- ours already (a lost create reply)
-            return true
-        elseif stat then
-            return false                     -- another member's: the watch brings us back
+        local ok, other = node:create()
+        if ok or ok == nil then
+            return ok, other
+        elseif other then
+            local stat, err = client:exists(node.path, freed_watcher(self, p))
+            if stat then
+                self._freed[p] = true
+                return false
+            elseif stat == nil then
+                return nil, err
+            end
         end
     end
     return false
 end
 
 
-function _M:_take_and_tell(p)
-    if self:_take(p) then
-        self:_notify()
-    end
-end
-
-
 -- Moves partitions to match the members: gives up what we no longer want,
 -- then takes what we want. One at a time: a change during it runs after.
-function _M:_rebalance(members)
+-- Only from a whole listing, and only while connected (every step is a
+-- request; the next "connected" runs it again, also for a take that failed
+-- on a connection loss).
+function _M:_rebalance()
     if self._busy then
-        self._again = members
+        self._again = true
         return
     end
     self._busy = true
-    while members do
-        self._again = nil
-        self._members = members
-        local want = self:_wanted(members)
-        self._want = want
-        local sid = self.client:session_id()
-        for p, owner in pairs(self._owned) do
-            if owner ~= sid then
-                self._owned[p] = nil           -- an ended session's
-            elseif not want[p] then
-                self:_release(p)
+    repeat
+        self._again = false
+        if self._ids and self.client:state() == "connected" then
+            local want = self:_wanted(self._ids)
+            self._want = want
+            for p, node in pairs(self._nodes) do
+                if not want[p] and node:held() then
+                    self:_release(p)
+                end
             end
-        end
-        local changed = false
-        for p = 0, self.partitions - 1 do
-            if want[p] and not self._owned[p] and not self._closed then
-                changed = self:_take(p) or changed
+            local failed
+            for p = 0, self.partitions - 1 do
+                if want[p] and not self._closed and not self:_node(p):held() then
+                    local ok, err = self:_take(p)
+                    if ok == nil then
+                        failed = err
+                    end
+                end
             end
-        end
-        if changed then
             self:_notify()
+            if failed and not (transient[failed] or unknown_outcome[failed]) then
+                self.client:log("error", "partitioner " .. self.path .. ": " .. tostring(failed))
+            end
         end
-        members = self._again
-    end
+    until not self._again
     self._busy = false
 end
 
 
---- The partitions we own now, sorted.
+--- The partitions we own now, sorted: those whose node we created in the
+--- current session and is there, as far as this process has been told.
 ---@return integer[]
 function _M:owned()
     check_self(self, "owned")
-    local out, sid = {}, self.client:session_id()
-    local state = self.client:state()
-    if state == "lost" or state == "closed" then
-        return out
-    end
-    for p, owner in pairs(self._owned) do
-        if owner == sid then
-            out[#out + 1] = tonumber(p)
+    local out = {}
+    for p, node in pairs(self._nodes) do
+        if not self._releasing[p] and node:held() then
+            out[#out + 1] = p
         end
     end
     sort(out)
@@ -258,8 +303,11 @@ function _M:close()
     self._closed = true
     self._want = {}
     self.client:remove_listener(self._listener)
-    for p in pairs(self._owned) do
-        self:_release(p)
+    self._watch:cancel()
+    for p, node in pairs(self._nodes) do
+        if node:held() then
+            self:_release(p)
+        end
     end
     return self.group:close()
 end

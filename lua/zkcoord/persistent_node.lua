@@ -7,13 +7,16 @@
 --   n:set("10.0.0.5:8081")             -- kept for every re-creation
 --   n:close()                          -- deleted
 --
--- Ephemeral by default: the node goes with our session, and we create it
--- again, with its latest data, as soon as a new session connects. A watch
--- on the node notices a delete by someone else: created again at once.
--- A node of the same path owned by another live session is not ours to
--- take: we watch it and create ours when it goes (Curator does the same).
--- A persistent one (opts.ephemeral = false) found present is adopted and
--- given our data.
+-- Ephemeral by default: the node is a zkcoord.owned_node (ours only when
+-- created in the current session, deleted only while provably ours). It
+-- goes with our session, and we create it again, with its latest data, as
+-- soon as a new session connects. A watch on the node notices a delete by
+-- someone else: created again at once. A node of the same path owned by
+-- another live session is not ours to take: we watch it and create ours
+-- when it goes (Curator does the same). A persistent node found at the
+-- path never goes by itself: wait() answers "nodeexists" at once (not a
+-- timeout), and ours is made if that node is deleted. A persistent one
+-- (opts.ephemeral = false) found present is adopted and given our data.
 --
 -- Sequential (opts.sequential): the node is a protected sequential node
 -- (zkcoord.queue's place in a line, which finds a create whose reply was
@@ -22,6 +25,7 @@
 -- Re-creation runs in the client's callbacks (a state change, a watch): in
 -- plain Lua inside whichever call is waiting, in nginx in a timer.
 local queue = require "zkcoord.queue"
+local owned_node = require "zkcoord.owned_node"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 
@@ -33,6 +37,7 @@ local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 local check_self = util.self_checker(mt, "persistent node", "n")
+local own_gone
 
 local OPT_KEYS = { "ephemeral", "sequential" }
 
@@ -70,8 +75,12 @@ function _M.new(client, path, data, opts)
         _busy = false,
         _watching = nil,                 -- the path our exists watch is on
         _evs = {},                       -- events of wait()s, set when the node is made
+        _own = nil,                      -- the owned_node (ephemeral, not sequential)
+        _blocked = false,                -- a persistent node of another holds our path
     }, mt)
-    if self.sequential then
+    if self.ephemeral and not self.sequential then
+        self._own = owned_node.new(client, path, { data = data, on_gone = own_gone(self) })
+    elseif self.sequential then
         local parent, name = match(path, "^(.*)/([^/]+)$")
         self._q = queue.new(client, parent == "" and "/" or parent, {
             marker = name, rule = queue.rule_always, data = data,
@@ -91,6 +100,12 @@ end
 -- Our node is present: note it, and wake whoever waits for it.
 function _M:_present(path)
     self._path, self._sid = path, self.client:session_id()
+    self._blocked = false
+    self:_wake()
+end
+
+
+function _M:_wake()
     local evs = self._evs
     if #evs > 0 then
         self._evs = {}
@@ -115,6 +130,18 @@ local function node_event(ev, self)
 end
 
 
+-- Our owned node went (deleted by someone else, or our session ended).
+own_gone = function(self)
+    return function()
+        if self._closed then
+            return
+        end
+        self._path = nil
+        self:_ensure()
+    end
+end
+
+
 -- Watch closures are made outside the frames that wait (in nginx a waiting
 -- coroutine may be gone, locals and all, when the watch fires).
 local function node_watcher(self)
@@ -124,6 +151,7 @@ end
 local function other_watcher(self)
     return function(ev)
         if ev.type == "deleted" and not self._closed and not self._path then
+            self._blocked = false
             self:_ensure()
         end
     end
@@ -166,10 +194,15 @@ function _M:_ensure()
     if client:state() ~= "connected" then
         return            -- the next "connected" brings us back
     end
-    if self._path and self.ephemeral and self._sid ~= client:session_id() then
+    if self._own then
+        if self._own:held() then
+            return
+        end
+        self._path = nil
+    elseif self._path and self.ephemeral and self._sid ~= client:session_id() then
         self._path, self._watching = nil, nil   -- the session that owned it ended
     end
-    if self._path and self:_watch() then
+    if self._path and not self._own and self:_watch() then
         return
     end
     self._busy = true
@@ -205,6 +238,8 @@ function _M:_create()
         end
         self:_present(self._q:node())
         return self:_watch()
+    elseif self._own then
+        return self:_create_owned()
     end
     local path, err = client:create(self.want, self.data, {
         ephemeral = self.ephemeral or nil, parents = "container",
@@ -235,11 +270,33 @@ function _M:_create()
 end
 
 
+-- One try of an ephemeral node at our path (see _create).
+function _M:_create_owned()
+    local ok, stat = self._own:create()
+    if ok then
+        self:_present(self.want)
+        return true
+    elseif ok == nil or not stat then
+        return ok, stat                  -- an error; or false: gone meanwhile, again
+    end
+    -- Another's node: an ephemeral one goes with its session; a persistent
+    -- one only by a delete, so wait() says so instead of timing out.
+    self._blocked = stat.ephemeral_owner == nil
+    self:_wait_for_other(self.want)
+    if self._blocked then
+        self:_wake()
+    end
+    return nil, "nodeexists"
+end
+
+
 function _M:_delete()
     local path = self._path
     self._path, self._watching = nil, nil
     if self.sequential then
         return self._q:leave()
+    elseif self._own then
+        return self._own:delete()
     end
     if path then
         local ok, err = self.client:delete(path)
@@ -252,8 +309,9 @@ end
 
 
 --- Waits until the node is present, at most `timeout` seconds (nil: the
---- session timeout).
----@return true|nil ok, string? err "timeout" | "closed"
+--- session timeout). "nodeexists" at once when a persistent node of
+--- someone else holds an ephemeral one's path (it never goes by itself).
+---@return true|nil ok, string? err "timeout" | "closed" | "nodeexists"
 function _M:wait(timeout)
     check_self(self, "wait")
     util.check_timeout(timeout, "wait", 1)
@@ -266,6 +324,8 @@ function _M:wait(timeout)
         self:_ensure()
         if self._path then
             return true
+        elseif self._blocked then
+            return nil, "nodeexists"     -- a persistent node of another: no timeout
         end
         local left = util.remaining(deadline)
         if left == 0 then
@@ -294,6 +354,8 @@ function _M:set(data)
     self.data = data
     if self._q then
         self._q.data = data
+    elseif self._own then
+        return self._own:set(data)
     end
     if not self._path then
         return nil, "nonode"

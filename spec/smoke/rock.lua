@@ -63,7 +63,7 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.cache", "zkcoord.cache.delivery", "zkcoord.cache.events", "zkcoord.cache.loader",
     "zkcoord.cache.tree",
     "zkcoord.watch", "zkcoord.barrier", "zkcoord.double_barrier", "zkcoord.work_queue",
-    "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
+    "zkcoord.owned_node", "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
     "zkcoord.cli.sys", "zkcoord.cli.verbs" }
