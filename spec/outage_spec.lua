@@ -279,6 +279,44 @@ describe("a short outage #zk", function()
 end)
 
 
+-- Issue 28.5: the clock rule counted lost sessions the server kept after
+-- outages of 70 % of the timeout: "last heard" could be a third of the
+-- timeout old when the outage began (the heartbeat's period). The session
+-- is idle (only heartbeats) for 0.3 of its timeout before the link goes
+-- silent, so that a stamp as old as that is seen.
+describe("an outage of 80 % of the session timeout #zk", function()
+    it("costs no session: the client comes back in it, its lock still held", function()
+        local srv = server()
+        local c = client(srv, T)
+        local sid = c:session_id()
+        local lock = c:lock("/eighty/lock")
+        assert(lock:acquire(5))
+        local states = {}
+        c:on_state(function(new) states[#states + 1] = new end)
+        local t0 = proc.now()
+        while proc.now() - t0 < 0.3 * T do c:dispatch(0.01) end
+        assert(srv.proxy:blackhole())
+        local t_down = proc.now()
+        while proc.now() - t_down < 0.8 * T do c:dispatch(0.01) end
+        assert(srv.proxy:pass())
+        local t_up = proc.now()
+        local down = t_up - t_down
+        while c:state() == "suspended" and proc.now() - t_up < T do c:dispatch(0.01) end
+        local took = proc.now() - t_up
+        c:dispatch(0)
+        print(("\n[outage] %.2f s outage of a %g s session: %s %.0f ms after the link came back")
+              :format(down, T, c:state(), took * 1000))
+        assert.equal("connected", c:state())
+        assert.equal(sid, c:session_id())
+        assert.is_true(lock:held())
+        assert.is_nil(table.concat(states, " "):find("lost"), table.concat(states, " "))
+        assert(lock:release())
+        c:close()
+        srv:destroy()
+    end)
+end)
+
+
 describe("a server that never answers a handshake #zk", function()
     -- ZooKeeper 3.8.0's standalone server leaves a connection made while
     -- it starts open and unanswered (ZOOKEEPER-5051): libzookeeper alone
