@@ -99,6 +99,59 @@ function _M:_alive_until()
 end
 
 
+-- A link gone silent (black-holed, its server stopped) is noticed by
+-- libzookeeper only once nothing came for 2/3 of the session timeout; a
+-- try-once must not wait for that (issue 28). The link counts as silent
+-- once a request has waited for its answer longer than a few round trips:
+-- TCP's retransmission timeout (RFC 6298: the smoothed round trip and four
+-- deviations, of the server's answers, src/heartbeat.c), at least
+-- SILENT_MIN (Linux's minimum RTO: below it, a busy machine's scheduling
+-- looks like loss).
+local SILENT_MIN = 0.2
+
+-- Seconds a try-once may still wait for a reply before the link counts as
+-- silent (0: silent now), or nil when not connected.
+function _M:_try_wait()
+    local s = self._s
+    if not s or self._state ~= "connected" then
+        return nil
+    end
+    local since, srtt, rttvar = s:link()
+    local limit = srtt + 4 * rttvar
+    if limit < SILENT_MIN then
+        limit = SILENT_MIN
+    end
+    if not since then
+        return limit
+    end
+    local left = since + limit - now()
+    return left > 0 and left or 0
+end
+
+
+--- Contract, for try-onces: true when the session is connected but the
+--- link left a request unanswered for longer than a few round trips: a
+--- try-once then answers "connectionloss" at once (errors.of_state; ask
+--- state() first, which takes in what reached the process).
+---@return boolean
+function _M:link_silent()
+    return self:_try_wait() == 0
+end
+
+
+--- Contract, for try-onces: the results of `fut`, waited for only while
+--- the link answers (at most the request timeout): nil, "connectionloss"
+--- once the link counts as silent before its reply came.
+--- @local
+function _M:wait_once(fut)
+    local a, b, c = fut:wait(self:_try_wait())
+    if a == nil and b == "timeout" and not self._closed then
+        return nil, "connectionloss"
+    end
+    return a, b, c
+end
+
+
 -- When the session counts as lost at the latest (monotonic), or nil: the
 -- clock rule, and for a suspended session lost_after.
 function _M:_lost_at()
