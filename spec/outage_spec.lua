@@ -268,6 +268,36 @@ describe("a try-once on a link gone silent #zk", function()
         c:close()
         srv:destroy()
     end)
+
+    -- A slow link is not a silent one. The first judge measured a try's
+    -- wait from the oldest request in flight once, when the try began: one
+    -- sent just before (a heartbeat, another coroutine's read) made it
+    -- give up before its own round trip was over (2 in 7 tries).
+    it("on a slow link waits for its own round trip, whatever was in flight before", function()
+        local srv = server()
+        local c = client(srv, 10)
+        assert(c:lock("/slow/made"):acquire(1))      -- the parents exist
+        assert(srv.proxy:delay(0.3))                 -- each way: a round trip of 0.6 s
+        for _ = 1, 3 do assert(c:exists("/")) end    -- the client learns it
+        local failed = {}
+        for i = 1, 4 do
+            c:send("exists", "/")                    -- in flight, older than the try's
+            local t0 = proc.now()
+            while proc.now() - t0 < 0.2 do c:dispatch(0.01) end
+            local l = c:lock("/slow/l" .. i)
+            local ok, err = l:acquire(0)
+            if not ok then
+                failed[#failed + 1] = ("try %d: %s after %.0f ms"):format(i, tostring(err),
+                                                                      (proc.now() - t0) * 1000)
+            else
+                l:release()
+            end
+        end
+        assert.are.same({}, failed)
+        assert(srv.proxy:pass())
+        c:close()
+        srv:destroy()
+    end)
 end)
 
 

@@ -104,7 +104,9 @@ end
 -- try-once must not wait for that (issue 28). The link counts as silent
 -- once a request has waited for its answer longer than a few round trips:
 -- TCP's retransmission timeout (RFC 6298: the smoothed round trip and four
--- deviations, of the server's answers, src/heartbeat.c), at least
+-- deviations, of the server's answers, src/heartbeat.c) with the round
+-- trip counted twice (on a steady slow link the deviation tends to 0, and
+-- a reply queued behind another's is late by a fraction of one), at least
 -- SILENT_MIN (Linux's minimum RTO: below it, a busy machine's scheduling
 -- looks like loss).
 local SILENT_MIN = 0.2
@@ -117,7 +119,7 @@ function _M:_try_wait()
         return nil
     end
     local since, srtt, rttvar = s:link()
-    local limit = srtt + 4 * rttvar
+    local limit = 2 * srtt + 4 * rttvar
     if limit < SILENT_MIN then
         limit = SILENT_MIN
     end
@@ -141,10 +143,20 @@ end
 
 --- Contract, for try-onces: the results of `fut`, waited for only while
 --- the link answers (at most the request timeout): nil, "connectionloss"
---- once the link counts as silent before its reply came.
+--- once the link counts as silent before its reply came. Judged again
+--- after each wait: an older request answered meanwhile gives ours the
+--- rest of its own allowance.
 --- @local
 function _M:wait_once(fut)
-    local a, b, c = fut:wait(self:_try_wait())
+    local bound = now() + self._request_timeout
+    while not fut:is_done() do
+        local left, cap = self:_try_wait(), bound - now()
+        if left == 0 or cap <= 0 then
+            break
+        end
+        fut:ready(left and left < cap and left or cap)   -- not connected: a loss comes
+    end
+    local a, b, c = fut:wait(0)
     if a == nil and b == "timeout" and not self._closed then
         return nil, "connectionloss"
     end
