@@ -3,7 +3,7 @@
 --
 -- Owns the one definition of the pending record (`new_entry`), how a reply
 -- completes it (`complete`), and the Future class: wait, on_done, on_late,
--- is_done. Reads the client only through its contract (waiter,
+-- is_done, ready. Reads the client only through its contract (waiter,
 -- is_closed, request_timeout).
 local errors = require "zkcoord.errors"
 local util = require "zkcoord.util"
