@@ -578,6 +578,59 @@ describe("a short outage in nginx #zk #ngx", function()
         srv:destroy()
     end)
 
+    -- Issue 28.6 in nginx: the try-once's reply wait is the ngx waiter's.
+    it("a try-once on a link gone silent answers connectionloss within a few round trips", function()
+        local srv = server()
+        local nginx = require "helpers.nginx"
+        local app = [==[
+            local zn = require "zkcoord.ngx"
+            return {
+                init_worker = function()
+                    zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 3,
+                                     sock_dir = "/tmp" }
+                end,
+                try = function()
+                    local c = zn.client()
+                    ngx.update_time()
+                    local t0 = ngx.now()
+                    local ok, err = c:lock(ngx.var.arg_path):acquire(0)
+                    if ok then c:lock(ngx.var.arg_path):release() end
+                    ngx.update_time()
+                    ngx.say(tostring(ok), " ", tostring(err), " ", c:state(), " ",
+                            ("%.3f"):format(ngx.now() - t0))
+                end,
+            }
+        ]==]
+        local n = assert(nginx.start { workers = 1, env = { ZK_HOSTS = srv.hosts },
+                                       lua_modules = { app = app }, http = [[
+            init_worker_by_lua_block { require("app").init_worker() }
+            exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+            server {
+                listen 127.0.0.1:@PORT@;
+                location = /try { content_by_lua_block { require("app").try() } }
+            }
+        ]] })
+        local body
+        assert.truthy(zk.wait_until(function()
+            local status
+            status, body = n:get("/try?path=/ngxtry/made", 5)
+            return status == 200 and body:find("^true nil connected")
+        end, 20), "no lock taken: " .. tostring(body) .. "\n" .. n:log_tail())
+        assert(srv.proxy:blackhole())
+        local status
+        status, body = n:get("/try?path=/ngxtry/lock", 5)
+        print(("\n[outage] nginx, try-once on a black-holed link: %s"):format(tostring(body)))
+        assert.equal(200, status)
+        local ok, err, state, took = body:match("^(%S+) (%S+) (%S+) (%S+)")
+        assert.equal("nil", ok)
+        assert.equal("connectionloss", err)
+        assert.equal("connected", state)          -- libzookeeper has not noticed yet
+        assert.truthy(tonumber(took) < 0.5, body)  -- 0.2 s and a scheduling delay
+        assert(srv.proxy:pass())
+        n:destroy()
+        srv:destroy()
+    end)
+
     it("8 workers whose reconnects go unanswered are back in about handshake_timeout", function()
         local srv = server()
         local n, sessions, before = start_workers(srv)
