@@ -92,7 +92,7 @@ void record_free(record *r)
 void inflight_init(inflight *f)
 {
     pthread_mutex_init(&f->mu, NULL);
-    f->head = NULL;
+    f->head = f->tail = NULL;
 }
 
 void inflight_add(inflight *f, record *r)
@@ -103,6 +103,8 @@ void inflight_add(inflight *f, record *r)
     r->fl_next = f->head;
     if (f->head)
         f->head->fl_prev = r;
+    else
+        f->tail = r;
     f->head = r;
     pthread_mutex_unlock(&f->mu);
 }
@@ -121,6 +123,8 @@ void inflight_remove(record *r)
         f->head = r->fl_next;
     if (r->fl_next)
         r->fl_next->fl_prev = r->fl_prev;
+    else
+        f->tail = r->fl_prev;
     r->fl = NULL;
     r->fl_prev = r->fl_next = NULL;
     pthread_mutex_unlock(&f->mu);
@@ -135,7 +139,7 @@ void inflight_fail_all(inflight *f, int rc)
     int i;
     pthread_mutex_lock(&f->mu);
     r = f->head;
-    f->head = NULL;
+    f->head = f->tail = NULL;
     pthread_mutex_unlock(&f->mu);
     for (; r; r = next) {
         next = r->fl_next;
@@ -147,6 +151,15 @@ void inflight_fail_all(inflight *f, int rc)
             record_multi_results(r)[i].err = rc;
         queue_push(r->queue, r);
     }
+}
+
+double inflight_oldest(inflight *f)
+{
+    double t;
+    pthread_mutex_lock(&f->mu);
+    t = f->tail ? f->tail->sent : 0;
+    pthread_mutex_unlock(&f->mu);
+    return t;
 }
 
 void inflight_destroy(inflight *f)

@@ -76,13 +76,15 @@ typedef struct zkq {
  * once zookeeper_close returned is answered by inflight_fail_all. */
 typedef struct inflight {
     pthread_mutex_t mu;
-    record *head;
+    record *head;            /* the newest */
+    record *tail;            /* the oldest: how long the link has left one unanswered */
 } inflight;
 
 void inflight_init(inflight *f);
 void inflight_add(inflight *f, record *r);  /* Lua thread, before handing r over */
 void inflight_remove(record *r);            /* any thread; no-op when not linked */
 void inflight_fail_all(inflight *f, int rc); /* no libzookeeper thread left: push all */
+double inflight_oldest(inflight *f);        /* the oldest one's send time; 0: none */
 void inflight_destroy(inflight *f);
 
 zkq *queue_new(void);

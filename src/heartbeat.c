@@ -70,17 +70,39 @@ void heartbeat_init(heartbeat *hb)
     hb->first = hb->max = hb->allow = hb->assoc_since = 0;
     hb->connected = hb->restore = 0;
     hb->reconnects = 0;
+    hb->connected_at = hb->srtt = hb->rttvar = 0;
+}
+
+/* Mutex held: one round trip of a request sent at `sent`, answered now,
+ * from the handshake on (a request queued while disconnected waited for
+ * the connection, not for the server). The first sets both, as in TCP. */
+static void rtt_sample(heartbeat *hb, double sent, double now)
+{
+    double r = now - (sent > hb->connected_at ? sent : hb->connected_at), d;
+    if (r < 0)
+        return;
+    if (hb->srtt == 0) {
+        hb->srtt = r;
+        hb->rttvar = r / 2;
+        return;
+    }
+    d = r > hb->srtt ? r - hb->srtt : hb->srtt - r;
+    hb->rttvar += (d - hb->rttvar) / 4;
+    hb->srtt += (r - hb->srtt) / 8;
 }
 
 /* ZK THREAD (or the Lua thread inside zookeeper_close): moves the clock
  * under the heartbeat's mutex, nothing else. */
 void heartbeat_heard(heartbeat *hb, double sent, int rc)
 {
+    double now;
     if (!from_server(rc))
         return;
+    now = monotonic_now();
     pthread_mutex_lock(&hb->mu);
     if (sent > hb->last_heard)
         hb->last_heard = sent;
+    rtt_sample(hb, sent, now);
     pthread_mutex_unlock(&hb->mu);
 }
 
@@ -93,6 +115,7 @@ void heartbeat_connected(heartbeat *hb)
     pthread_mutex_lock(&hb->mu);
     if (now > hb->last_heard)
         hb->last_heard = now;
+    hb->connected_at = now;
     hb->kick = 1;
     hb->connected = 1;
     hb->allow = hb->first;
@@ -148,6 +171,17 @@ double heartbeat_last(heartbeat *hb)
     return t;
 }
 
+void heartbeat_link(heartbeat *hb, double *waiting, double *connected_at, double *srtt,
+                    double *rttvar)
+{
+    pthread_mutex_lock(&hb->mu);
+    *waiting = hb->inflight ? hb->sent : 0;
+    *connected_at = hb->connected_at;
+    *srtt = hb->srtt;
+    *rttvar = hb->rttvar;
+    pthread_mutex_unlock(&hb->mu);
+}
+
 void heartbeat_set_interval(heartbeat *hb, double seconds)
 {
     pthread_mutex_lock(&hb->mu);
@@ -160,11 +194,15 @@ void heartbeat_set_interval(heartbeat *hb, double seconds)
 static void heartbeat_done(int rc, const struct Stat *st, const void *data)
 {
     heartbeat *hb = (heartbeat *)data;
+    double now = monotonic_now();
     (void)st;
     pthread_mutex_lock(&hb->mu);
     hb->inflight = 0;
-    if (from_server(rc) && hb->sent > hb->last_heard)
-        hb->last_heard = hb->sent;
+    if (from_server(rc)) {
+        if (hb->sent > hb->last_heard)
+            hb->last_heard = hb->sent;
+        rtt_sample(hb, hb->sent, now);
+    }
     pthread_cond_signal(&hb->cv);   /* a kick may wait for this one */
     pthread_mutex_unlock(&hb->mu);
 }

@@ -15,6 +15,8 @@ typedef struct heartbeat {
     double interval;     /* seconds without an answer before a heartbeat; 0: none */
     double sent;         /* send time of the heartbeat in flight */
     int inflight;        /* a heartbeat awaits its reply */
+    double connected_at; /* monotonic: the latest handshake answered (0: none yet) */
+    double srtt, rttvar; /* round trips of server answers, smoothed as TCP's (RFC 6298) */
     int kick;            /* send one now (connected again) */
     int stop;
     int running;         /* the thread exists (Lua thread only) */
@@ -43,5 +45,9 @@ void heartbeat_disconnected(heartbeat *hb);            /* any thread */
 /* hosts NULL or first <= 0: off. Returns 0 or ENOMEM. */
 int heartbeat_set_watchdog(heartbeat *hb, const char *hosts, double first, double max);
 unsigned heartbeat_reconnects(heartbeat *hb);
+/* The link as the heartbeat sees it: the send time of its request awaiting
+ * a reply (0: none), the latest handshake's answer, the round trips. */
+void heartbeat_link(heartbeat *hb, double *waiting, double *connected_at, double *srtt,
+                    double *rttvar);
 
 #endif

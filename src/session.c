@@ -710,6 +710,35 @@ static int session_last_heard(lua_State *L)
     return 1;
 }
 
+/* s:link() -> since, srtt, rttvar: since when (monotonic) the oldest
+ * request still unanswered, the heartbeat's included, has waited for its
+ * reply (from its send, or from the handshake if it was sent before:
+ * nil when none waits), and the round trips of the server's answers
+ * (smoothed mean and deviation, seconds; 0 before the first). Lua judges
+ * from them whether the link went silent (client/session.lua). */
+static int session_link(lua_State *L)
+{
+    session *s = check_session(L);
+    double oldest, beat, connected_at = 0, srtt = 0, rttvar = 0;
+    if (!s->ctx) {
+        lua_pushnil(L);
+        lua_pushnumber(L, 0);
+        lua_pushnumber(L, 0);
+        return 3;
+    }
+    oldest = inflight_oldest(&s->ctx->fl);
+    heartbeat_link(&s->ctx->hb, &beat, &connected_at, &srtt, &rttvar);
+    if (beat > 0 && (oldest == 0 || beat < oldest))
+        oldest = beat;
+    if (oldest == 0)
+        lua_pushnil(L);
+    else
+        lua_pushnumber(L, oldest > connected_at ? oldest : connected_at);
+    lua_pushnumber(L, srtt);
+    lua_pushnumber(L, rttvar);
+    return 3;
+}
+
 /* s:heartbeat(seconds): send a heartbeat when no answer came for that
  * long (0: never). Lua picks it from the negotiated timeout. */
 static int session_heartbeat(lua_State *L)
@@ -874,6 +903,7 @@ void session_register(lua_State *L)
         {"server", session_server},
         {"last_heard", session_last_heard},
         {"heartbeat", session_heartbeat},
+        {"link", session_link},
         {"watchdog", session_watchdog},
         {"reconnects", session_reconnects},
         {"close", session_close},

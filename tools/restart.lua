@@ -1,11 +1,14 @@
 -- tools/restart.lua: do sessions survive a short outage of a standalone
 -- server, straight to the server (no proxy)?
 --
---   luajit tools/restart.lua [--runs N] [--handshake-timeout S]
+--   luajit tools/restart.lua [--runs N] [--handshake-timeout S] [--outage S] [--idle S]
 --
 -- Each run: 8 clients (session timeout 10 s) on a private standalone
--- server (spec/helpers/zkserver), the server stopped for 5 s and started
--- again, every client driven all along; then, per client, the seconds from
+-- server (spec/helpers/zkserver), idle for 0 s (--idle: only heartbeats,
+-- so the outage finds "last heard" as old as they leave it), the server
+-- stopped for 5 s (--outage) and started again, every client driven all
+-- along; the outage printed runs from the stop to the server ready
+-- again; then, per client, the seconds from
 -- the server being ready to the client connected again, "(new)" when it
 -- came back in a new session, and how many handshakes the watchdog dropped
 -- (src/reconnect.c). ZooKeeper 3.8.0 leaves some connections made while it
@@ -22,7 +25,7 @@ local proc = require "helpers.proc"
 local zkcoord = require "zkcoord"
 
 local N, SESSION, OUTAGE = 8, 10, 5
-local runs, handshake_timeout = 5, 0.5
+local runs, handshake_timeout, IDLE = 5, 0.5, 0
 local i = 1
 while arg[i] do
     local a, v = arg[i], arg[i + 1]
@@ -30,8 +33,13 @@ while arg[i] do
         runs = tonumber(v)
     elseif a == "--handshake-timeout" and tonumber(v) then
         handshake_timeout = tonumber(v)
+    elseif a == "--outage" and tonumber(v) then
+        OUTAGE = tonumber(v)
+    elseif a == "--idle" and tonumber(v) then
+        IDLE = tonumber(v)
     else
-        io.stderr:write("usage: luajit tools/restart.lua [--runs N] [--handshake-timeout S]\n")
+        io.stderr:write("usage: luajit tools/restart.lua [--runs N] [--handshake-timeout S]"
+                        .. " [--outage S] [--idle S]\n")
         os.exit(2)
     end
     i = i + 2
@@ -46,6 +54,10 @@ for run = 1, runs do
                                          handshake_timeout = handshake_timeout,
                                          logger = function() end })
         sids[k] = cs[k]:session_id()
+    end
+    local t_idle = proc.now()
+    while proc.now() - t_idle < IDLE do
+        for _, c in ipairs(cs) do c:dispatch(0.005) end
     end
     assert(zs:stop())
     local t_down = proc.now()
@@ -73,8 +85,8 @@ for run = 1, runs do
         c:close()
     end
     all_ok = all_ok and n == N
-    print(("run %d, handshake_timeout %s: back after %s s; handshakes dropped: %d")
-          :format(run, handshake_timeout, table.concat(back, " "), dropped))
+    print(("run %d, handshake_timeout %s, outage %.2f s: back after %s s; handshakes dropped: %d")
+          :format(run, handshake_timeout, t_up - t_down, table.concat(back, " "), dropped))
 end
 zs:destroy()
 os.exit(all_ok and 0 or 1)

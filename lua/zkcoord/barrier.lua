@@ -88,7 +88,7 @@ function _M:wait(timeout)
     util.check_timeout(timeout, "wait", 1)
     local client, path = self.client, self.path
     local deadline = util.deadline(timeout)
-    local down = timeout == 0 and errors.of_state(client:state())
+    local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
     if down then
         return nil, down    -- only looks, and no look can go out now
     end

@@ -76,12 +76,14 @@ _M.unknown_outcome = {
 
 --- What a try-once (a timeout of 0) answers at once, from the client's
 --- state, when it cannot try now: nil while connected; "closed"; else
---- "connectionloss" (suspended, connecting, or a lost session's successor
---- not connected yet). It never waits for the connection to come back.
+--- "connectionloss" (suspended, connecting, a lost session's successor
+--- not connected yet, or connected on a link gone `silent`). It never
+--- waits for the connection to come back.
 ---@param state string client:state()
+---@param silent boolean? client:link_silent()
 ---@return string|nil err
-function _M.of_state(state)
-    if state == "connected" then
+function _M.of_state(state, silent)
+    if state == "connected" and not silent then
         return nil
     end
     return state == "closed" and "closed" or "connectionloss"

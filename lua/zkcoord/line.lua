@@ -353,14 +353,14 @@ end
 -- ---------------------------------------------------------------------------
 -- enter() and its waits.
 
--- How long to wait for one reply: what is left of the deadline, but a
--- try-once (timeout 0) still waits for the round trip itself (bounded by
--- the client's request timeout): "once" means not waiting for others.
-function _M:_reply_wait(deadline)
+-- One reply of `fut`, waited for until what is left of the deadline; a
+-- try-once (timeout 0) waits for the round trip itself, but only while the
+-- link answers (client:wait_once): "once" means not waiting for others.
+function _M:_reply(fut, deadline)
     if self._try then
-        return nil
+        return self.client:wait_once(fut)
     end
-    return remaining(deadline)
+    return fut:wait(remaining(deadline))
 end
 
 
@@ -494,7 +494,7 @@ function _M:enter(timeout)
         return nil, "closed"
     end
     if self._try then
-        local down = errors.of_state(client:state())
+        local down = errors.of_state(client:state(), client:link_silent())
         if down then
             return nil, down    -- try once: no round trip can go out now
         end

@@ -61,14 +61,14 @@ local function leave_line(_, q)
 end
 
 
--- How long to wait for one reply: what is left of the deadline, but a
--- try-once (timeout 0) still waits for the round trip itself (bounded by
--- the client's request timeout), as zkcoord.line does.
-local function reply_wait(deadline, try)
+-- One reply of `fut`, waited for until what is left of the deadline; a
+-- try-once (timeout 0) waits for the round trip itself, but only while the
+-- link answers (client:wait_once), as zkcoord.line does.
+local function reply(client, fut, deadline, try)
     if try then
-        return nil
+        return client:wait_once(fut)
     end
-    return remaining(deadline)
+    return fut:wait(remaining(deadline))
 end
 
 
@@ -113,8 +113,8 @@ local function check_max_once(self, deadline, try)
     local text = ("%d"):format(want)   -- "2", not "2.0" on Lua 5.3+
     local fc = client:send("create", path, text, { container = true, parents = "container" })
     local fg = client:send("get", path)
-    local created, cerr = fc:wait(reply_wait(deadline, try))
-    local data, stat = fg:wait(reply_wait(deadline, try))
+    local created, cerr = reply(client, fc, deadline, try)
+    local data, stat = reply(client, fg, deadline, try)
     if created then
         return true
     elseif cerr ~= "nodeexists" then
@@ -132,7 +132,7 @@ local function check_max_once(self, deadline, try)
     end
     -- Created without data (a bare create): claim it, unless someone else
     -- does first.
-    return client:send("set", path, text, stat.version):wait(reply_wait(deadline, try))
+    return reply(client, client:send("set", path, text, stat.version), deadline, try)
 end
 
 
@@ -163,7 +163,7 @@ function _M:acquire(timeout)
     if client:state() == "closed" then
         return nil, "closed"
     end
-    local down = timeout == 0 and errors.of_state(client:state())
+    local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
     if down then
         return nil, down    -- try once: no round trip can go out now
     end

@@ -289,12 +289,13 @@ end
 -- The handshake watchdog (src/reconnect.c): an attempt unanswered for
 -- handshake_timeout is made again, the allowance doubling up to
 -- libzookeeper's own (2/3 of the session timeout). 0 or math.huge: off.
-function _M:_arm_watchdog(timeout)
+-- `s`: another handle of ours (nodes.lua's side handles), default the session's.
+function _M:_arm_watchdog(timeout, s)
     local first = self._opts.handshake_timeout
     if first == 0 or first == math.huge then
         return
     end
-    self._s:watchdog(self._hosts, first, timeout * 2 / 3)
+    (s or self._s):watchdog(self._hosts, first, timeout * 2 / 3)
 end
 
 

@@ -3,7 +3,7 @@
 --
 -- Owns the one definition of the pending record (`new_entry`), how a reply
 -- completes it (`complete`), and the Future class: wait, on_done, on_late,
--- is_done. Reads the client only through its contract (waiter,
+-- is_done, ready. Reads the client only through its contract (waiter,
 -- is_closed, request_timeout).
 local errors = require "zkcoord.errors"
 local util = require "zkcoord.util"
@@ -250,6 +250,28 @@ function Future:on_late(fn, ctx)
     end
     p.late, p.ctx = fn, ctx
     return true
+end
+
+
+--- Contract, for the client: waits (at most `timeout` seconds) until the
+--- result is there, without taking it, so that a caller may wait again
+--- (a timed-out wait() keeps its "timeout"). True when wait() returns at
+--- once. A composed future has no reply of its own to wait for: it waits
+--- as wait() does.
+---@return boolean
+--- @local
+function Future:ready(timeout)
+    if getmetatable(self) ~= future_mt then
+        not_a_future("ready")
+    end
+    local p = self.entry
+    if self.results or not p then
+        return true
+    elseif self.compose then
+        self:wait(timeout)
+        return true
+    end
+    return (await(self.client, p, timeout)) == true
 end
 
 

@@ -164,6 +164,10 @@ function _M:_end_session(sid, password)
                            .. tostring(detail))
         return
     end
+    -- The main session's quick retry: a connection the restarting server
+    -- leaves unanswered (ZOOKEEPER-5051) would keep the nodes 2/3 of the
+    -- session timeout longer.
+    self:_arm_watchdog(self._opts.session_timeout, s)
     self._enders[n] = { s = s, sid = sid, password = password }
 end
 

@@ -78,7 +78,16 @@ end
 -- clock knows. MARGIN covers the two monotonic clocks' rates (NTP slews
 -- each by at most 500 ppm). The server's expiry also rounds up to its tick,
 -- so the rule errs on the safe side.
-local HEARTBEAT = 1 / 3
+--
+-- How far on the safe side is the heartbeat's choice (issue 28): when an
+-- outage begins, "last heard" is up to one period (and a round trip) old,
+-- and the client must be connected again before the rest of the timeout
+-- runs out. An outage of SURVIVE of the timeout leaves 1 - SURVIVE: half
+-- of it for the stamp's age, half for reconnecting (libzookeeper's retry,
+-- the handshake; 77-258 ms measured on loopback). With a third, as before,
+-- an outage of 70 % lost sessions the server kept.
+local SURVIVE = 0.8
+local HEARTBEAT = (1 - SURVIVE) / 2      -- a tenth: one small read while idle
 local MARGIN = 0.001
 
 -- The monotonic time until which the session is known to be alive, for a
@@ -89,6 +98,71 @@ function _M:_alive_until()
         return nil
     end
     return s:last_heard() + t * (1 - MARGIN), t
+end
+
+
+-- A link gone silent (black-holed, its server stopped) is noticed by
+-- libzookeeper only once nothing came for 2/3 of the session timeout; a
+-- try-once must not wait for that (issue 28). The link counts as silent
+-- once a request has waited for its answer longer than a few round trips:
+-- TCP's retransmission timeout (RFC 6298: the smoothed round trip and four
+-- deviations, of the server's answers, src/heartbeat.c) with the round
+-- trip counted twice (on a steady slow link the deviation tends to 0, and
+-- a reply queued behind another's is late by a fraction of one), at least
+-- SILENT_MIN (Linux's minimum RTO: below it, a busy machine's scheduling
+-- looks like loss).
+local SILENT_MIN = 0.2
+
+-- Seconds a try-once may still wait for a reply before the link counts as
+-- silent (0: silent now), or nil when not connected.
+function _M:_try_wait()
+    local s = self._s
+    if not s or self._state ~= "connected" then
+        return nil
+    end
+    local since, srtt, rttvar = s:link()
+    local limit = 2 * srtt + 4 * rttvar
+    if limit < SILENT_MIN then
+        limit = SILENT_MIN
+    end
+    if not since then
+        return limit
+    end
+    local left = since + limit - now()
+    return left > 0 and left or 0
+end
+
+
+--- Contract, for try-onces: true when the session is connected but the
+--- link left a request unanswered for longer than a few round trips: a
+--- try-once then answers "connectionloss" at once (errors.of_state; ask
+--- state() first, which takes in what reached the process).
+---@return boolean
+function _M:link_silent()
+    return self:_try_wait() == 0
+end
+
+
+--- Contract, for try-onces: the results of `fut`, waited for only while
+--- the link answers (at most the request timeout): nil, "connectionloss"
+--- once the link counts as silent before its reply came. Judged again
+--- after each wait: an older request answered meanwhile gives ours the
+--- rest of its own allowance.
+--- @local
+function _M:wait_once(fut)
+    local bound = now() + self._request_timeout
+    while not fut:is_done() do
+        local left, cap = self:_try_wait(), bound - now()
+        if left == 0 or cap <= 0 then
+            break
+        end
+        fut:ready(left and left < cap and left or cap)   -- not connected: a loss comes
+    end
+    local a, b, c = fut:wait(0)
+    if a == nil and b == "timeout" and not self._closed then
+        return nil, "connectionloss"
+    end
+    return a, b, c
 end
 
 

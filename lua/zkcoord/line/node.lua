@@ -365,14 +365,14 @@ local function create_once(self, deadline, try)
     -- A reply that arrives after we gave up: delete what it created, or
     -- what it may have created when the reply was lost.
     fc:on_late(delete_late_create, { q = self, prefix = prefix })
-    local node, stat = fc:wait(self:_reply_wait(deadline))
+    local node, stat = self:_reply(fc, deadline)
     if node then
         -- Ours before the next wait: a caller that never comes back from it
         -- (an aborted nginx request) still has its node deleted.
         self:_adopt(node, stat)
-        return true, fl:wait(self:_reply_wait(deadline))
+        return true, self:_reply(fl, deadline)
     end
-    fl:wait(self:_reply_wait(deadline))
+    self:_reply(fl, deadline)
     local err = stat
     if client:is_closed() and err ~= "nonode" then
         return nil, "closed"
