@@ -1,8 +1,8 @@
---- zkcoord.testing.proxy: a TCP proxy that cuts, black-holes, refuses or
---- delays a client's connections to ZooKeeper (zkcoord.testing.proxy() is
---- the documented face). Both a module (tests drive it, on any Lua) and a
---- script (the proxy process itself, on luajit: its sockets are LuaJIT's
---- FFI, zkcoord.testing.socket):
+-- zkcoord.testing.proxy: a TCP proxy that cuts, black-holes, refuses or
+-- delays a client's connections to ZooKeeper (zkcoord.testing.proxy() is
+-- the documented face). Both a module (tests drive it, on any Lua) and a
+-- script (the proxy process itself, on luajit: its sockets are LuaJIT's
+-- FFI, zkcoord.testing.socket):
 --
 --   luajit .../zkcoord/testing/proxy.lua LISTEN_PORT TARGET_HOST TARGET_PORT
 --       CONTROL_FILE [OWNER_PID]

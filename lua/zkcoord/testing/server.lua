@@ -1,6 +1,6 @@
---- zkcoord.testing.server: real ZooKeeper servers for tests: a standalone
---- server or an ensemble on free 127.0.0.1 ports, each in its own
---- /tmp/zkcoord-zk-XXXXXX dir (zkcoord.testing is the documented face).
+-- zkcoord.testing.server: real ZooKeeper servers for tests: a standalone
+-- server or an ensemble on free 127.0.0.1 ports, each in its own
+-- /tmp/zkcoord-zk-XXXXXX dir (zkcoord.testing is the documented face).
 --
 -- Every JVM runs under a watchdog shell (proc.spawn with an owner) that
 -- SIGKILLs it and removes its temp dir once the creating process is gone,
