@@ -1084,6 +1084,19 @@ describe("zkcoord command #zk", function()
                 assert.are.same({ 0, "", "" }, { rc, out, err }, "host " .. i)
             end
             assert.are.equal("run\n", proc.read_file(marker))
+            -- --verbose says why it did not run
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the holder ends, failed or not
+            local holder = start({ "lock", "--data", "host-b:2", p, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(p, 1))
+            local rc, out, err = run({ "once", "--verbose", "--period", "1000000000", p, "--", "true" })
+            assert.are.same({ 0, "" }, { rc, out })
+            assert.truthy(err:find("once " .. p .. ": a run is under way elsewhere (waited ", 1, true), err)
+            assert.truthy(err:find("held by _c_%S+%-lock%-%d+ %(host%-b:2%)"), err)
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+            assert.are.equal("run\n", proc.read_file(marker))
             -- the record: PATH's data, the server's time in ms and who ran it
             local data = assert(admin:get(p))
             assert.truthy(data:match("^%d+ %S+:%d+$"), data)

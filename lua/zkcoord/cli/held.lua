@@ -71,7 +71,7 @@ local function start(g, verb, o, path)
     if not sigfd then
         exit(ex.OSERR, serr)
     end
-    local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false }
+    local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false, path = path }
     h.what = verb == "elect" and ("leadership of " .. path)
              or ((o.shared and "read lock " or "lock ") .. path)
     local guard, gerr = sys.guard()
@@ -120,12 +120,16 @@ end
 -- --verbose says who holds it and how long we waited. `once` ends with 0:
 -- this period's run is running elsewhere.
 local function not_acquired(h, o)
+    if o.period then
+        if o.verbose then
+            note(("once %s: a run is under way elsewhere (waited %.3fs): %s")
+                 :format(h.path, sys.now() - h.t0, h.why or "held"))
+        end
+        return nil, ex.OK
+    end
     if o.verbose then
         note(("%s not acquired within %gs (waited %.3fs): %s"):format(h.what, o.wait_for or 0,
              sys.now() - h.t0, h.why or "held"))
-    end
-    if o.period then
-        return nil, ex.OK
     end
     return nil, o.conflict_exit_code or ex.TEMPFAIL
 end
