@@ -124,6 +124,20 @@ describe("zkcoord.testing #zk", function()
         p2:stop()
     end)
 
+    it("a bad argument raises; a client without a session is nil, err", function()
+        assert.has_error(function() testing.server { tick = 500 } end,
+            "bad argument #1 to 'server' (unknown option 'tick' (tick_time, port, extra, jvm_flags, "
+            .. "java, classpath, zookeeper_home, log_level, timeout))")
+        assert.has_error(function() testing.ensemble { port = 1 } end)
+        assert.has_error(function() testing.proxy("nowhere") end,
+            "bad argument #1 to 'proxy' (target must be a server or \"host:port\")")
+        local c = connect(server.hosts)
+        assert.has_error(function() testing.expire_session(c) end,
+            "bad argument #2 to 'expire_session' (hosts must be a string, got nil)")
+        c:close()
+        assert.are.same({ nil, "closed" }, { testing.expire_session(c, server.hosts) })
+    end)
+
     it("ensemble: three servers, one leader; a client survives the leader's stop", function()
         local e = assert(testing.ensemble { size = 3 })
         finally(function() e:destroy() end)

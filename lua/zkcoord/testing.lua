@@ -24,11 +24,21 @@
 -- once the process that started it is gone, so a crashed test run leaves
 -- nothing behind; testing.destroy_all() ends all of this process's now.
 local zkcoord = require "zkcoord"
+local util = require "zkcoord.util"
 local server = require "zkcoord.testing.server"
 local proxy = require "zkcoord.testing.proxy"
 local proc = require "zkcoord.testing.proc"
 
 local _M = { _VERSION = require("zkcoord.version") }
+
+local argerror = util.argerror
+
+local SERVER_KEYS = { "tick_time", "port", "extra", "jvm_flags", "java", "classpath",
+                      "zookeeper_home", "log_level", "timeout" }
+local ENSEMBLE_KEYS = { "size" }
+for _, k in ipairs(SERVER_KEYS) do
+    if k ~= "port" then ENSEMBLE_KEYS[#ENSEMBLE_KEYS + 1] = k end
+end
 
 --- A standalone server, ready to serve, or nil, err. opts: tick_time (ms,
 --- default 500: sessions of 1 to 20 s), port (default a free one), extra
@@ -38,7 +48,7 @@ local _M = { _VERSION = require("zkcoord.version") }
 --- kill(), pause(), resume(), running(), mode() ("standalone", ...),
 --- log_tail(n), destroy(). Runtime failures return nil, err.
 function _M.server(opts)
-    return server.start(opts)
+    return server.start(util.check_opts(opts, SERVER_KEYS, "server", 1))
 end
 
 
@@ -48,7 +58,7 @@ end
 --- a server as above), leader() (the leader's index), modes(),
 --- wait_ready(timeout?), destroy().
 function _M.ensemble(opts)
-    return server.start_ensemble(opts)
+    return server.start_ensemble(util.check_opts(opts, ENSEMBLE_KEYS, "ensemble", 1))
 end
 
 
@@ -58,11 +68,17 @@ end
 --- The client may win its session back in between (it reconnects when the
 --- server moves the session away), so this repeats until the session
 --- changed, up to `timeout` seconds (default 15). The client's own waits
---- (dispatch) run meanwhile. true, or nil, "timeout".
+--- (dispatch) run meanwhile. true, or nil, "timeout" ("invalid" while
+--- the client has no session, "closed" once closed).
 function _M.expire_session(client, hosts, timeout)
-    assert(type(hosts) == "string", "expire_session: hosts must be a string")
+    if type(hosts) ~= "string" then
+        argerror(2, "expire_session", "hosts must be a string, got " .. type(hosts))
+    end
+    util.check_timeout(timeout, "expire_session", 3)
     local sid, pw = client:session_id(), client:session_password()
-    assert(sid and pw, "expire_session: the client has no session")
+    if not (sid and pw) then      -- none to expire
+        return nil, client:is_closed() and "closed" or "invalid"
+    end
     local deadline = proc.now() + (timeout or 15)
     repeat
         local other = zkcoord.connect { servers = hosts, session_id = sid,
@@ -102,8 +118,10 @@ function _M.proxy(target, opts)
         host, port = target:match("^([^:,]+):(%d+)$")
         port = tonumber(port)
     end
-    assert(host and port, "proxy: target must be a server or \"host:port\"")
-    return proxy.start(host, port, opts)
+    if not (host and port) then
+        argerror(1, "proxy", "target must be a server or \"host:port\"")
+    end
+    return proxy.start(host, port, util.check_opts(opts, { "luajit" }, "proxy", 2))
 end
 
 
