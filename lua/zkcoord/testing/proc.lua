@@ -296,13 +296,20 @@ end
 
 -- A TCP probe ----------------------------------------------------------------
 
+-- On LuaJIT the socket module's probe (in process: a probe costs no
+-- process, which matters for a spec timing a proxy); elsewhere bash's
+-- /dev/tcp under timeout(1): no socket library on every Lua.
+local socket_probe = pcall(require, "ffi") and require("zkcoord.testing.socket").tcp_probe
+
 --- Sends `send_text` to host:port and returns everything the server
 --- answers before it closes (ZooKeeper's four-letter words), within
 --- `timeout` seconds (default 2): nil, "timeout" when it stays silent,
---- nil, "refused" when nobody listens, nil, err otherwise. (bash's
---- /dev/tcp under timeout(1): no socket library on every Lua.)
+--- nil, err naming "refused" when nobody listens, nil, err otherwise.
 function _M.tcp_probe(host, port, send_text, timeout)
     assert(type(send_text) == "string", "tcp_probe: send_text must be a string")
+    if socket_probe then
+        return socket_probe(host, port, send_text, timeout)
+    end
     assert(type(host) == "string" and host:match("^[%w%.%-:]+$"), "tcp_probe: bad host")
     port = assert(tonumber(port), "tcp_probe: port must be a number")
     timeout = timeout or 2

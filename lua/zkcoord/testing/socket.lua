@@ -347,6 +347,30 @@ function Conn:close()
 end
 
 
+-- Sends `send_text`, then returns everything the server answers before it
+-- closes (ZooKeeper four-letter words). nil, "timeout" if it stays silent.
+function _M.tcp_probe(host, port, send_text, timeout)
+    assert(type(send_text) == "string", "tcp_probe: send_text must be a string")
+    timeout = timeout or 2
+    local deadline = _M.now() + timeout
+    local conn, err = _M.tcp_connect(host, port, timeout)
+    if not conn then
+        return nil, err
+    end
+    local ok, serr = conn:send(send_text, math.max(0, deadline - _M.now()))
+    if not ok then
+        conn:close()
+        return nil, serr
+    end
+    local text, rerr, partial = conn:recv_all(math.max(0, deadline - _M.now()))
+    conn:close()
+    if not text then
+        return nil, rerr, partial
+    end
+    return text
+end
+
+
 -- Low-level pieces for the proxy (same family, not a public API).
 _M.sys = { C = C, S = S, errstr = errstr, poll1 = poll1 }
 
