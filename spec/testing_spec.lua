@@ -57,7 +57,9 @@ describe("zkcoord.testing #zk", function()
     end)
 
     it("stop and restart keep the port, the data and a live session", function()
-        local c = connect(server.hosts, { session_timeout = 10 })
+        -- the longest session tick_time 500 allows: a JVM restart under load
+        -- takes seconds, and the session must outlast it
+        local c = connect(server.hosts, { session_timeout = 20 })
         finally(function() c:close() end)
         assert(c:create("/kept", "v"))
         local sid, port, pid = c:session_id(), server.port, server.pid
