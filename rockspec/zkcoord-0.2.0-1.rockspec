@@ -18,7 +18,8 @@ lock, read-write lock, semaphore, multi-lock, counter, watch, tree cache,
 election, barriers, work queue, group, partitioner and persistent node,
 the waiting ones drivers on the line engine (zkcoord.line) you script your
 own with. Runs on Lua 5.1 to 5.4 and LuaJIT, in plain programs and in
-OpenResty/nginx workers without blocking them.
+OpenResty/nginx workers without blocking them. zkcoord.testing starts
+throwaway ZooKeeper servers and ensembles for your own specs.
 ]],
    homepage = "https://github.com/zkcoord/zkcoord",
    issues_url = "https://github.com/zkcoord/zkcoord/issues",

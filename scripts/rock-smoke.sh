@@ -69,11 +69,13 @@ for spec in zkcoord-scm-1 "zkcoord-$version-1"; do
 done
 [ -f "$rock" ] || finish
 
-# One ZooKeeper for every VM: stopped when its stdin closes; its watchdog
+# One ZooKeeper for every VM (zkcoord.testing from this checkout, its core
+# built by scripts/build.sh): stopped when its stdin closes; its watchdog
 # stops it anyway if that luajit dies.
 coproc ZK { exec luajit -e '
-package.path = "spec/?.lua;" .. package.path
-local s = assert(require("helpers.zkserver").start())
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
+local s = assert(require("zkcoord.testing").server())
 io.stdout:write(s.hosts, "\n"); io.stdout:flush()
 io.stdin:read("*a"); s:destroy()' 2>&1; }
 zk_pid=$ZK_PID

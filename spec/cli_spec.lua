@@ -82,16 +82,22 @@ local function lines(text)
 end
 
 
--- The lock nodes under `path` as `zkcoord locks` prints them.
+-- The lock nodes at and below `path` as `zkcoord locks` prints them
+-- (after its header line).
+local LOCKS_HEADER = "LOCK\tSTATE\tKIND\tNODE\tDATA\tSESSION\tAGE"
+
 local function locks(path)
     local rc, out, err = run({ "locks", path })
     assert(rc == 0, "locks failed: " .. err)
+    local ls = lines(out)
+    assert(ls[1] == LOCKS_HEADER, "no header: " .. out)
     local rows = {}
-    for _, l in ipairs(lines(out)) do
-        local state, kind, node, data, session, age = l:match(
-            "^(%S+)\t(%S+)\t(%S+)\t([^\t]*)\t(%S+)\t(%S+)$")
+    for k = 2, #ls do
+        local l = ls[k]
+        local lock, state, kind, node, data, session, age = l:match(
+            "^(%S+)\t(%S+)\t(%S+)\t(%S+)\t([^\t]*)\t(%S+)\t(%S+)$")
         assert(state, "unexpected locks line: " .. l)
-        rows[#rows + 1] = { state = state, kind = kind, node = node, data = data,
+        rows[#rows + 1] = { lock = lock, state = state, kind = kind, node = node, data = data,
                             session = session, age = age }
     end
     return rows
@@ -265,10 +271,11 @@ describe("zkcoord command #zk", function()
             local hosts = silent_server()
             local t0 = proc.now()
             local rc, _, err = run({ "--servers", hosts, "--connect-timeout", "8", "lock", "-w", "1",
-                                     root .. "/l", "--", "true" })
+                                     "--verbose", root .. "/l", "--", "true" })
             local took = proc.now() - t0
             assert.are.equal(75, rc, err)
             assert.truthy(err:find("not acquired within 1s", 1, true), err)
+            assert.truthy(err:find("no session yet", 1, true), err)
             assert.is_true(took < 5, "took " .. took)
         end)
     end)
@@ -531,7 +538,7 @@ describe("zkcoord command #zk", function()
             local marker = tmpfile("ran")
             local rc, _, err = run({ "lock", "--timeout", "0", p, "--", "touch", marker })
             assert.are.equal(75, rc)
-            assert.truthy(err:find("not acquired", 1, true), err)
+            assert.are.equal("", err)      -- silent, as flock: --verbose tells
             local t0 = proc.now()
             rc = run({ "lock", "--timeout", "0.5", p, "--", "touch", marker })
             local took = proc.now() - t0
@@ -953,20 +960,30 @@ describe("zkcoord command #zk", function()
             end
             assert.are.equal(0, (run({ "-c", "chmod +x " .. bindir .. "/job && " .. install },
                                      nil, { bin = "sh" })))
-            local path = cmd:match("zkcoord lock.- (/%S+) %-%-")
+            local path = cmd:match("zkcoord once.- (/%S+) %-%-")
             assert.truthy(path, cmd)
             cmd = cmd:gsub(path:gsub("%p", "%%%0"), root .. path)
+            -- a period no run of this test straddles (they start at multiples of
+            -- 10^9 s since the epoch: 2001, 2033)
+            assert.truthy(cmd:find("--period %d+"), cmd)
+            cmd = cmd:gsub("%-%-period %d+", "--period 1000000000")
             local e = { PATH = bindir .. ":" .. os.getenv("PATH") }
             local rc, _, err = run({ "-c", cmd }, nil, { bin = "sh", env = e })
             assert.are.equal(0, rc, err)
+            assert.are.equal("", err)
             assert.are.equal("ran\n", proc.read_file(marker))
-            -- while another host holds the lock: exit 75, the job does not run
+            -- the next host in the same period: exit 0, silent, the job does not run again
+            rc, _, err = run({ "-c", cmd }, nil, { bin = "sh", env = e })
+            assert.are.same({ 0, "" }, { rc, err })
+            assert.are.equal("ran\n", proc.read_file(marker))
+            -- while another host holds the lock (runs it): exit 0, the job does not run
             local go = tmpfile("go")
             finally(function() proc.write_file(go, "") end)   -- the waiters end, failed or not
             local holder = start({ "lock", root .. path, "--", "sh", "-c",
                                    ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
             assert.truthy(wait_locks(root .. path, 1))
-            assert.are.equal(75, (run({ "-c", cmd }, nil, { bin = "sh", env = e })))
+            rc, _, err = run({ "-c", cmd }, nil, { bin = "sh", env = e })
+            assert.are.same({ 0, "" }, { rc, err })
             assert.are.equal("ran\n", proc.read_file(marker))
             proc.write_file(go, "")
             assert.are.equal(0, (holder.wait(10)))
@@ -1038,6 +1055,126 @@ describe("zkcoord command #zk", function()
                 assert.are.equal(0, rc, err)
                 assert.are.equal(want, out)
             end
+        end)
+    end)
+
+    describe("cron-ready", function()
+        it("-n is silent on a held lock, with its exit status; --verbose says why and how long",
+           function()
+            local p = root .. "/quiet"
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the holder ends, failed or not
+            local holder = start({ "lock", "--data", "host-a:1", p, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(p, 1))
+            local rc, out, err = run({ "lock", "-n", p, "--", "true" })
+            assert.are.same({ 75, "", "" }, { rc, out, err })
+            rc, out, err = run({ "lock", "-n", "-E", "3", p, "--", "true" })
+            assert.are.same({ 3, "", "" }, { rc, out, err })
+            rc, out, err = run({ "lock", "-w", "0.2", p, "--", "true" })
+            assert.are.same({ 75, "", "" }, { rc, out, err })
+            rc, out, err = run({ "lock", "-n", "--verbose", p, "--", "true" })
+            assert.are.same({ 75, "" }, { rc, out })
+            local waited = err:match("^zkcoord: lock " .. p:gsub("%p", "%%%0")
+                                     .. " not acquired within 0s %(waited (%d+%.%d+)s%): held by "
+                                     .. "_c_%S+%-lock%-%d+ %(host%-a:1%)\n$")
+            assert.truthy(waited, err)
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+            -- acquired: --verbose says after how long, and CMD's output is untouched
+            rc, out, err = run({ "lock", "-n", "--verbose", p, "--", "echo", "hi" })
+            assert.are.same({ 0, "hi\n" }, { rc, out })
+            assert.truthy(err:match("^zkcoord: got the lock " .. p:gsub("%p", "%%%0")
+                                    .. " after %d+%.%d+s %(node " .. p:gsub("%p", "%%%0")
+                                    .. "/_c_%S+%-lock%-%d+%)\n$"), err)
+        end)
+
+        it("-o (flock's --close) is accepted and changes nothing", function()
+            local p = root .. "/close"
+            for _, args in ipairs({ { "lock", "-o", p, "--", "echo", "a" },
+                                    { "lock", "-no", p, "-c", "echo a" },
+                                    { "lock", "--close", p, "--", "echo", "a" },
+                                    { "elect", "-o", p .. "e", "--", "echo", "a" } }) do
+                local rc, out, err = run(args)
+                assert.are.same({ 0, "a\n", "" }, { rc, out, err }, table.concat(args, " "))
+            end
+            local _, out = run({ "help", "lock" })
+            assert.truthy(out:find("-o, --close", 1, true), out)
+        end)
+
+        -- CMD for `once`: appends a line to `marker`, takes `secs`, exits `code`.
+        local function job(marker, secs, code)
+            return ("echo run >> %s; sleep %s; exit %d"):format(marker, secs or 0, code or 0)
+        end
+
+        it("once: three hosts started 0.5 s apart run CMD once", function()
+            local p, marker = root .. "/once", tmpfile("ran")
+            -- CMD takes 0.7 s: the second host finds it running, the third done
+            -- (under load either, or both the same: one run all the same)
+            local hs = {}
+            for i = 1, 3 do
+                if i > 1 then proc.sleep(0.5) end
+                hs[i] = start({ "once", "--period", "1000000000", p, "-c", job(marker, 0.7) })
+            end
+            for i = 1, 3 do
+                local rc, out, err = hs[i].wait(15)
+                assert.are.same({ 0, "", "" }, { rc, out, err }, "host " .. i)
+            end
+            assert.are.equal("run\n", proc.read_file(marker))
+            -- --verbose says why it did not run
+            local go = tmpfile("go")
+            finally(function() proc.write_file(go, "") end)   -- the holder ends, failed or not
+            local holder = start({ "lock", "--data", "host-b:2", p, "--", "sh", "-c",
+                                   ("while [ ! -e %s ]; do sleep 0.05; done"):format(go) })
+            assert.truthy(wait_locks(p, 1))
+            local rc, out, err = run({ "once", "--verbose", "--period", "1000000000", p, "--", "true" })
+            assert.are.same({ 0, "" }, { rc, out })
+            assert.truthy(err:find("once " .. p .. ": a run is under way elsewhere (waited ", 1, true), err)
+            assert.truthy(err:find("held by _c_%S+%-lock%-%d+ %(host%-b:2%)"), err)
+            proc.write_file(go, "")
+            assert.are.equal(0, (holder.wait(10)))
+            assert.are.equal("run\n", proc.read_file(marker))
+            -- the record: PATH's data, the server's time in ms and who ran it
+            local data = assert(admin:get(p))
+            assert.truthy(data:match("^%d+ %S+:%d+$"), data)
+            assert.are.same({}, admin:children(p))      -- no lock node left
+        end)
+
+        it("once: a failed run is not done: the next host runs CMD", function()
+            local p, marker = root .. "/oncefail", tmpfile("ran")
+            local function once(code, more)
+                local args = { "once", "--period", "1000000000" }
+                for _, a in ipairs(more or {}) do args[#args + 1] = a end
+                for _, a in ipairs({ p, "-c", job(marker, 0, code) }) do args[#args + 1] = a end
+                return run(args)
+            end
+            local rc, _, err = once(3)
+            assert.are.same({ 3, "" }, { rc, err })          -- CMD's own status
+            assert.are.equal("run\n", proc.read_file(marker))
+            rc, _, err = once(0)
+            assert.are.same({ 0, "" }, { rc, err })
+            assert.are.equal("run\nrun\n", proc.read_file(marker))
+            rc, _, err = once(0, { "--verbose" })
+            assert.are.equal(0, rc)
+            assert.truthy(err:find("once " .. p .. ": done already: period 1 (1000000000s) ran at ", 1, true),
+                          err)
+            assert.are.equal("run\nrun\n", proc.read_file(marker))
+            -- a new period runs again: a period of 1 s, the server's clock
+            assert.truthy(zk.wait_until(function()
+                return once(0, { "--period", "1" }) == 0
+                       and proc.read_file(marker) == "run\nrun\nrun\n"
+            end, 10))
+        end)
+
+        it("once: --period is required and positive; it never waits (no -n, -w)", function()
+            local p = root .. "/onceusage"
+            assert.are.equal(64, (run({ "once", p, "--", "true" })))
+            assert.are.equal(64, (run({ "once", "--period", "0", p, "--", "true" })))
+            assert.are.equal(64, (run({ "once", "--period", "5", "-n", p, "--", "true" })))
+            assert.are.equal(64, (run({ "once", "--period", "5", "-w", "1", p, "--", "true" })))
+            local rc, out = run({ "help", "once" })
+            assert.are.equal(0, rc)
+            assert.truthy(out:find("--period", 1, true), out)
         end)
     end)
 
@@ -1168,6 +1305,46 @@ describe("zkcoord command #zk", function()
             assert.is_true(h.running())
             c:close()
             assert.are.equal(0, (h.wait(10)))
+        end)
+
+        it("walks below PATH: every lock, a header, --json, the library's hostname:pid", function()
+            local c = zk.client()
+            local a, b = root .. "/jobs/a", root .. "/jobs/deep/b"
+            local la = c:lock(a)
+            assert(la:acquire(5))
+            local rw = c:rwlock(b)
+            assert(rw:read_lock():acquire(5))
+            assert(c:create(root .. "/jobs/empty", nil, { parents = true }))
+            local id = require("zkcoord.util").default_id()
+            local rows = locks(root .. "/jobs")
+            assert.are.equal(2, #rows)
+            assert.are.same({ a, "holder", "lock", id }, { rows[1].lock, rows[1].state, rows[1].kind,
+                                                          rows[1].data })
+            assert.are.same({ b, "holder", "read", id }, { rows[2].lock, rows[2].state, rows[2].kind,
+                                                          rows[2].data })
+            -- nothing there: only the header
+            local rc, out = run({ "locks", root .. "/jobs/empty" })
+            assert.are.same({ 0, LOCKS_HEADER .. "\n" }, { rc, out })
+            rc, out = run({ "locks", "--json", root .. "/jobs/empty" })
+            assert.are.same({ 0, "[]\n" }, { rc, out })
+            local err
+            rc, out, err = run({ "locks", "--json", root .. "/jobs" })
+            assert.are.equal(0, rc, err)
+            local function row(lock, kind, node)
+                return ('{"lock":"%s","state":"holder","kind":"%s","node":"%s","data":"%s",'
+                        .. '"session":"0x%s","age":'):format(lock, kind, node, id, c:session_id())
+                        :gsub("%p", "%%%0") .. "%d+%.%d}"
+            end
+            local want = "^%[" .. row(a, "lock", rows[1].node) .. ",\n "
+                         .. row(b, "read", rows[2].node) .. "%]\n$"
+            assert.truthy(out:match(want), out)
+            -- data is escaped as JSON wants it
+            local odd = root .. "/odd"
+            assert(c:lock(odd, { data = 'say "hi"\n\1' }):acquire(5))
+            rc, out = run({ "locks", "--json", odd })
+            assert.are.equal(0, rc)
+            assert.truthy(out:find([["data":"say \"hi\"\n\u0001"]], 1, true), out)
+            c:close()
         end)
     end)
 end)

@@ -240,6 +240,26 @@ describe("lock #zk", function()
         proxy:stop()
     end)
 
+    it("the node's data is opts.data, by default hostname:pid (who holds it)", function()
+        local lock = c:lock("/d")
+        assert.is_true(lock:acquire(0))
+        local node = c:children("/d")[1]
+        assert.equal(require("zkcoord.util").default_id(), (c:get("/d/" .. node)))
+        assert.truthy((c:get("/d/" .. node)):match("^[^:]+:%d+$"))
+        lock:release()
+        -- given data is kept; the caller's table is not changed
+        local opts = { reentrant = false }
+        local mine = c:lock("/d", opts)
+        assert.is_nil(opts.data)
+        assert.is_true(mine:acquire(0))
+        mine:release()
+        local given = c:lock("/d", { data = "me" })
+        assert.is_true(given:acquire(0))
+        node = c:children("/d")[1]
+        assert.equal("me", (c:get("/d/" .. node)))
+        given:release()
+    end)
+
     it("ignores foreign children under the lock path", function()
         c:create("/l")
         c:create("/l/foreign", "not a lock")

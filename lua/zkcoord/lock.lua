@@ -71,7 +71,7 @@ local check_self = util.self_checker(mt, "lock", "lock")
 
 ---@class zkcoord.lock_opts
 ---@field owner any?        fixed owner token (default: the nginx request, else the running coroutine)
----@field data string?      data of our lock node (who holds it, for humans)
+---@field data string?      data of our lock node (who holds it, for humans; default "<hostname>:<pid>")
 ---@field reentrant boolean? default true; false makes a second acquire by the owner fail with "invalid"
 ---@field cohort boolean? default false; true: this process's owners share one node (zkcoord.cohort)
 ---@field cohort_handoffs integer? local handoffs per node while a remote waiter is in line (16)
@@ -95,6 +95,14 @@ function _M.new(client, path, opts, driver, pick)
     end
     if pick ~= nil and type(pick) ~= "function" then
         argerror(5, "lock", "pick must be a function or nil")
+    end
+    if opts.data == nil then
+        -- who holds it, for `zkcoord locks` (as the command's nodes); a
+        -- copy: the caller's table stays as it was
+        local copy = {}
+        for k, v in pairs(opts) do copy[k] = v end
+        copy.data = util.default_id()
+        opts = copy
     end
     if opts.cohort ~= nil then
         cohort.check_opts(opts, argerror)

@@ -3,6 +3,7 @@
 -- expiry, and contender processes.
 local proc = require "helpers.proc"
 local zkserver = require "helpers.zkserver"
+local testing = require "zkcoord.testing"
 local zkcoord = require "zkcoord"
 
 local _M = { proc = proc, zkserver = zkserver }
@@ -105,27 +106,9 @@ function _M.wait_until(fn, timeout, client)
 end
 
 
---- Expires `client`'s session on the server: a second handle joins the same
---- session and closes it (kazoo's expire_session, Curator's KillSession).
---- The client may win its session back in between (it reconnects when the
---- server moves the session away), so repeat until the session changed.
+--- Expires `client`'s session on the shared server (zkcoord.testing).
 function _M.expire_session(client, timeout)
-    local sid, pw = client:session_id(), client:session_password()
-    assert(sid and pw, "client has no session")
-    local deadline = proc.now() + (timeout or 15)
-    repeat
-        local other = zkcoord.connect { servers = _M.hosts(), session_id = sid,
-                                        session_password = pw, connect_timeout = 2,
-                                        session_timeout = client:session_timeout(),
-                                        reconnect = false }
-        if other then
-            other:close()
-        end
-        if _M.wait_until(function() return client:session_id() ~= sid end, 2, client) then
-            return true
-        end
-    until proc.now() >= deadline
-    return false
+    return testing.expire_session(client, _M.hosts(), timeout)
 end
 
 

@@ -66,7 +66,9 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.owned_node", "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
-    "zkcoord.cli.sys", "zkcoord.cli.verbs" }
+    "zkcoord.cli.once", "zkcoord.cli.sys", "zkcoord.cli.verbs",
+    "zkcoord.testing", "zkcoord.testing.files", "zkcoord.testing.proc",
+    "zkcoord.testing.server", "zkcoord.testing.proxy" }
 
 local zkcoord
 check("loading every module changes no global and not math.random's sequence", function()
@@ -292,6 +294,38 @@ check("coroutines: a wait inside pcall ends run() only when every coroutine is d
         expect(puc51, "a wait in pcall raised", outcome[2])
     end
     holder:release()
+end)
+
+check("zkcoord.testing: a throwaway server, a restart, an expired session, a cut", function()
+    local testing = require "zkcoord.testing"
+    local s, serr = testing.server()
+    expect(s, "testing.server()", serr)
+    local ok, e2 = pcall(function()
+        local c = assert(zkcoord.connect { servers = s.hosts, session_timeout = 4 })
+        expect(c:create("/t", "v") == "/t", "create on the test server")
+        local sid = c:session_id()
+        expect(s:restart(), "restart")
+        expect(c:get("/t") == "v", "the data survives a restart")
+        expect(testing.expire_session(c, s.hosts, 20), "expire_session")
+        expect(c:session_id() ~= sid, "a new session after the expiry")
+        c:close()
+        -- through the proxy (a luajit process, whatever this VM is)
+        local p = assert(testing.proxy(s))
+        local c2 = assert(zkcoord.connect { servers = p.hosts, session_timeout = 4 })
+        local sid2 = c2:session_id()
+        expect(p:cut(), "cut")
+        expect(c2:get("/t") == "v", "a read after the cut")
+        expect(c2:session_id() == sid2, "the same session after the cut")
+        c2:close()
+        p:stop()
+    end)
+    local pid, dir = s.pid, s.dir
+    s:destroy()
+    expect(ok, "on the test server", e2)
+    expect(not require("zkcoord.testing.proc").alive(pid), "the server's process is gone")
+    local f = io.open(dir .. "/zoo.cfg")
+    if f then f:close() end
+    expect(f == nil, "its dir is gone")
 end)
 
 check("cleanup and close", function()

@@ -1,9 +1,11 @@
--- zkcoord.cli.held: `zkcoord lock` and `zkcoord elect`: wait for the lock
--- (or the leadership) of PATH, run CMD while holding it with the fencing
--- token in its environment, forward signals to it, SIGTERM (then SIGKILL
--- after --grace) if the hold is lost, release when CMD ends. The exit status
--- is CMD's, or 71 (lost), 75 (not acquired within --timeout), 128+N (a
--- signal before CMD started). Not a public API.
+-- zkcoord.cli.held: `zkcoord lock`, `zkcoord elect` and `zkcoord once`:
+-- wait for the lock (or the leadership) of PATH, run CMD while holding it
+-- with the fencing token in its environment, forward signals to it,
+-- SIGTERM (then SIGKILL after --grace) if the hold is lost, release when
+-- CMD ends. The exit status is CMD's, or 71 (lost), 75 (not acquired
+-- within --timeout: silent, as flock, unless --verbose), 128+N (a signal
+-- before CMD started). `once` takes the lock without waiting and runs CMD
+-- only if this period's run is not done (once.lua). Not a public API.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local sys = require "zkcoord.cli.sys"
@@ -11,6 +13,8 @@ local ex = require "zkcoord.cli.exit"
 local args_mod = require "zkcoord.cli.args"
 local session = require "zkcoord.cli.session"
 local show = require "zkcoord.cli.show"
+local locks = require "zkcoord.cli.locks"
+local once = require "zkcoord.cli.once"
 
 local exit, usage, describe, note = ex.exit, ex.usage, ex.describe, ex.note
 local SIG = sys.SIG
@@ -67,9 +71,9 @@ local function start(g, verb, o, path)
     if not sigfd then
         exit(ex.OSERR, serr)
     end
-    local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false }
-    h.what = verb == "lock" and ((o.shared and "read lock " or "lock ") .. path)
-             or ("leadership of " .. path)
+    local h = { sigfd = sigfd, user_fds = sys.open_fds(), done = false, path = path }
+    h.what = verb == "elect" and ("leadership of " .. path)
+             or ((o.shared and "read lock " or "lock ") .. path)
     local guard, gerr = sys.guard()
     if not guard then
         exit(ex.OSERR, gerr)
@@ -78,16 +82,18 @@ local function start(g, verb, o, path)
     -- -w/--timeout counts from now, the connect included (-n, 0: one try
     -- once connected); a signal or that deadline ends the connect at once
     local t0 = sys.now()
+    h.t0 = t0
     o.wait_for = o.timeout
     local c, why = session.connect(g, true, sigfd, (o.timeout or 0) > 0 and t0 + o.timeout or nil)
     if not c then
+        h.why = "no session yet"
         return h, why
     end
     if (o.timeout or 0) > 0 then
         o.timeout = math.max(0, o.timeout - (sys.now() - t0))
     end
     h.c = c
-    if verb == "lock" then
+    if verb ~= "elect" then
         h.lk = line_position(c, path, o.shared, o.data or default_id())
         h.lk:on_lost(function(reason) h.lost = h.lost or reason end)
         c:spawn(function()
@@ -110,9 +116,35 @@ end
 -- After the wait: the node and its token, or the exit status when the hold
 -- was not acquired, was lost already, or a signal came (before or with the
 -- grant).
+-- Silent (as flock): a conflict is the expected end of a run that lost;
+-- --verbose says who holds it and how long we waited. `once` ends with 0:
+-- this period's run is running elsewhere.
 local function not_acquired(h, o)
-    note(("%s not acquired within %gs"):format(h.what, o.wait_for or 0))
+    if o.period then
+        if o.verbose then
+            note(("once %s: a run is under way elsewhere (waited %.3fs): %s")
+                 :format(h.path, sys.now() - h.t0, h.why or "held"))
+        end
+        return nil, ex.OK
+    end
+    if o.verbose then
+        note(("%s not acquired within %gs (waited %.3fs): %s"):format(h.what, o.wait_for or 0,
+             sys.now() - h.t0, h.why or "held"))
+    end
     return nil, o.conflict_exit_code or ex.TEMPFAIL
+end
+
+-- "held by NODE (DATA), ..." for --verbose: the holders of the lock at
+-- `path` now (this lock's line only: no walk below it).
+local function holders(c, path)
+    local ok, rows = pcall(locks.at, c, path)
+    local out = {}
+    for _, r in ipairs(ok and rows or {}) do
+        if r.state == "holder" then
+            out[#out + 1] = ("%s (%s)"):format(r.node, show.printable(r.data))
+        end
+    end
+    return #out > 0 and "held by " .. table.concat(out, ", ") or "held (holder gone since)"
 end
 
 local function interrupted(h, sig, where)
@@ -128,10 +160,12 @@ local function granted(h, verb, o, path)
         return interrupted(h, sig, "waiting for")
     end
     if not h.ok then
-        c:close()
         if h.err == "timeout" then
+            h.why = o.verbose and holders(c, path)
+            c:close()
             return not_acquired(h, o)
         end
+        c:close()
         exit(ex.FAIL, verb .. " " .. path .. ": " .. describe(h.err, h.detail))
     end
     local node, token
@@ -144,6 +178,22 @@ local function granted(h, verb, o, path)
         c:close()
         note(("%s lost (%s) before the command started"):format(what, h.lost or tostring(token)))
         return nil, ex.OSERR
+    end
+    if o.verbose then
+        note(("got the %s after %.3fs (node %s)"):format(what, sys.now() - h.t0, node))
+    end
+    if o.period then
+        local done, about, detail = once.done(c, path, h.lk:stat().ctime, o.period)
+        if done == nil then
+            c:close()
+            exit(ex.FAIL, "once " .. path .. ": " .. describe(about, detail))
+        end
+        if done then
+            c:close()     -- the lock goes with the session at once
+            if o.verbose then note("once " .. path .. ": done already: " .. about) end
+            return nil, ex.OK
+        end
+        if o.verbose then note("once " .. path .. ": running " .. about) end
     end
     -- A signal that came with the grant: stop here rather than start CMD.
     for _, s in ipairs(sys.read_signals(h.sigfd)) do
@@ -327,6 +377,17 @@ local function run_held(g, verb, o, path, cmd)
         sys.foreground(h.tty_fd, h.tty)
     end
     h.guard:stop()
+    if o.period and status == ex.OK and not h.lost then
+        -- while the lock is held: the next host must find it done
+        local rec, err, detail = once.record(h.c, path, h.lk:stat().ctime, o.data or default_id())
+        if not rec then
+            note("once " .. path .. ": the run succeeded but was not recorded (another may run it): "
+                 .. describe(err, detail))
+            status = ex.FAIL
+        elseif o.verbose then
+            note("once " .. path .. ": recorded")
+        end
+    end
     release(h)
     h.c:close()
     if h.lost then
@@ -337,15 +398,22 @@ end
 
 -- The options of lock and elect: ours, and flock(1)'s short ones (-n, -w,
 -- -s, -x, -E, -c) with their long names.
-local COMMON = { ["--timeout"] = "number", ["--grace"] = "number",
-                 ["-n"] = "flag", ["--nonblock"] = "flag", ["-w"] = "number", ["--wait"] = "number",
-                 ["-E"] = "code", ["--conflict-exit-code"] = "code",
-                 ["-c"] = "string", ["--command"] = "string" }
+-- -o (--close: flock closes its lock file's descriptor before running CMD)
+-- is taken and does nothing: no descriptor of ours reaches CMD anyway.
+local COMMON = { ["--grace"] = "number", ["-c"] = "string", ["--command"] = "string",
+                 ["--verbose"] = "flag", ["-o"] = "flag", ["--close"] = "flag" }
+local WAITS = { ["--timeout"] = "number", ["-n"] = "flag", ["--nonblock"] = "flag",
+                ["-w"] = "number", ["--wait"] = "number",
+                ["-E"] = "code", ["--conflict-exit-code"] = "code" }
 local SPEC = { lock = { ["--shared"] = "flag", ["--data"] = "string", ["-s"] = "flag",
                         ["-x"] = "flag", ["--exclusive"] = "flag" },
-               elect = { ["--id"] = "string" } }
-for _, spec in pairs(SPEC) do
+               elect = { ["--id"] = "string" },
+               once = { ["--period"] = "number", ["--data"] = "string" } }
+for verb, spec in pairs(SPEC) do
     for k, v in pairs(COMMON) do spec[k] = v end
+    if verb ~= "once" then       -- once never waits: a held lock is a run under way
+        for k, v in pairs(WAITS) do spec[k] = v end
+    end
 end
 
 -- flock's names onto ours: -n is --timeout 0, -w S --timeout S, -s
@@ -363,10 +431,16 @@ local function normalize(verb, o)
     end
     o.conflict_exit_code = o.conflict_exit_code or o.E
     o.command = o.command or o.c
+    if verb == "once" then
+        if not o.period or o.period <= 0 then
+            usage(verb, "zkcoord: once: --period SECONDS (> 0) is required")
+        end
+        o.timeout = 0
+    end
     return o
 end
 
--- `lock` and `elect`: their options, PATH, then -- CMD [ARGS...] or (as
+-- `lock`, `elect` and `once`: their options, PATH, then -- CMD [ARGS...] or (as
 -- flock) -c CMD, run by `sh -c`.
 function _M.verb(g, verb, args, i)
     local o

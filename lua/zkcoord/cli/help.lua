@@ -7,10 +7,12 @@ usage: zkcoord [--servers HOSTS] [--session-timeout S] [--connect-timeout S]
                [--chroot P] [--auth user:secret] VERB ...
 
   lock    [--timeout S | -n | -w S] [--shared | -s | -x] [-E CODE] [--data TEXT]
-          [--grace S] PATH {-- CMD [ARGS...] | -c CMD}
-  elect   [--id ID] [--timeout S | -n | -w S] [-E CODE] [--grace S]
+          [--grace S] [--verbose] [-o] PATH {-- CMD [ARGS...] | -c CMD}
+  elect   [--id ID] [--timeout S | -n | -w S] [-E CODE] [--grace S] [--verbose]
+          [-o] PATH {-- CMD [ARGS...] | -c CMD}
+  once    --period S [--data TEXT] [--grace S] [--verbose] [-o]
           PATH {-- CMD [ARGS...] | -c CMD}
-  locks   PATH
+  locks   [--json] PATH
   get     PATH
   set     PATH {DATA | -}
   create  [-e] [-s] [-p] PATH [DATA]
@@ -25,14 +27,16 @@ Servers: --servers, else $ZKCOORD_SERVERS, else 127.0.0.1:2181.
 `zkcoord VERB --help` (or `zkcoord help VERB`) describes a verb;
 `zkcoord --version` (-V) prints the version.
 Exit status: 0 ok, 1 runtime failure, 64 usage, 69 no server reachable,
-71 lock lost while CMD ran, 75 lock not acquired in time; lock and elect
-exit with CMD's status (128+N when a signal N killed it).
+71 lock lost while CMD ran, 75 lock not acquired in time (silent unless
+--verbose); lock, elect and once exit with CMD's status (128+N when a
+signal N killed it).
 ]]
 
 _M.HELP = {
     lock = [[
 usage: zkcoord lock [--timeout S | -n | -w S] [--shared | -s | -x] [-E CODE]
-                    [--data TEXT] [--grace S] PATH {-- CMD [ARGS...] | -c CMD}
+                    [--data TEXT] [--grace S] [--verbose] [-o]
+                    PATH {-- CMD [ARGS...] | -c CMD}
 
 Runs CMD while holding the lock PATH (exclusive; --shared: the read side of
 the read-write lock PATH), then releases it. Fair: first come, first
@@ -40,8 +44,9 @@ served. Exclusive and shared runs on PATH exclude each other, and respect
 the zkcoord library's lock and rwlock holders and Curator's InterProcessMutex
 on PATH (the same node names); kazoo's locks are listed by `locks` only.
 
-  --timeout S, -w S   give up after S seconds (exit 75); 0 tries once;
-                      without it, wait as long as it takes
+  --timeout S, -w S   give up after S seconds (exit 75, nothing printed:
+                      as flock); 0 tries once; without it, wait as long as
+                      it takes
   -n, --nonblock      give up at once when held (--timeout 0)
   --shared, -s        take the read lock: many --shared holders at once, none
                       while an exclusive holder or an earlier writer is there
@@ -52,6 +57,11 @@ on PATH (the same node names); kazoo's locks are listed by `locks` only.
   --grace S           when the lock is lost while CMD runs (or zkcoord gets a
                       signal that ends CMD), CMD's processes get SIGTERM (that
                       signal) at once and SIGKILL S seconds later (default 10)
+  --verbose           say on stderr how long the lock took, or why it was not
+                      acquired (who holds it) and how long zkcoord waited
+  -o, --close         accepted for flock compatibility; does nothing: CMD
+                      never gets zkcoord's descriptors (flock -o closes its
+                      lock file's)
 
 CMD runs in a process group of its own with zkcoord as the subreaper of all
 its descendants: the lock is held until the last of them has exited (a
@@ -65,7 +75,7 @@ usage; 126/127 CMD not executable / not found.
 ]],
     elect = [[
 usage: zkcoord elect [--id ID] [--timeout S | -n | -w S] [-E CODE] [--grace S]
-                     PATH {-- CMD [ARGS...] | -c CMD}
+                     [--verbose] [-o] PATH {-- CMD [ARGS...] | -c CMD}
 
 Joins the leader election PATH (Curator LeaderLatch compatible), waits to be
 leader, then runs CMD while leader. When leadership is lost, CMD gets SIGTERM
@@ -77,19 +87,51 @@ then 71. When CMD ends, leadership passes on at once.
                 the same, -n: --timeout 0; -E CODE: that status instead of 75
   --grace S     seconds between SIGTERM and SIGKILL after a loss
   -c CMD        run CMD through `sh -c`
+  --verbose, -o as for `zkcoord lock`
 
 Process group, environment, signals and exit statuses as for `zkcoord lock`.
 ]],
-    locks = [[
-usage: zkcoord locks PATH
+    once = [[
+usage: zkcoord once --period S [--data TEXT] [--grace S] [--verbose] [-o]
+                    PATH {-- CMD [ARGS...] | -c CMD}
 
-Lists the holders and waiters of the lock (or read-write lock, or
-election) PATH in line order, one a line, tab-separated:
-  STATE  KIND  NODE  DATA  SESSION  AGE
-STATE is holder or waiter; KIND lock, read, write or leader. Knows the
-nodes of zkcoord, Curator (_c_<uuid>-lock-<seq>, __READ__, __WRIT__,
-latch-) and kazoo (<uuid>__lock__<seq>, __rlock__); other children are
-skipped. SESSION is the owner session (hex), AGE the node's age.
+Runs CMD at most once per period of S seconds across hosts (a cron job
+every host runs): the first host to come runs CMD under the lock PATH; a
+host that finds this period's run done, or running, exits 0 silently. A run
+that fails (CMD's status not 0, or the lock lost) is not done: the next
+host (or the next cron tick) in the period runs CMD again.
+
+Periods are counted on the ZooKeeper server's clock (not the hosts'): the
+period of a time t is floor(t / S), t in seconds since the epoch (UTC), so
+--period 3600 runs once per hour o'clock, 86400 once per UTC day. Start the
+job away from a period's start (cron at :30 for an hourly period) so that
+late or skewed hosts still fall into the same period.
+
+Nodes: the lock PATH (as `zkcoord lock PATH`: it never waits for it), and
+PATH's own data "<ms> <id>", the server time of the last successful run
+and who ran it (--data, default hostname:pid).
+
+  --verbose, -o, --grace, -c, --data as for `zkcoord lock`
+Exit status: CMD's when it ran; 0 when the run was done or under way; 71
+lock lost while CMD ran; 69, 64, 1 as for `zkcoord lock`.
+]],
+    locks = [[
+usage: zkcoord locks [--json] PATH
+
+Lists the holders and waiters of every lock (read-write lock, election) at
+or below PATH: a lock is a node with a child named as a lock node; the
+walk goes through every other child, depth first, by name. After a header,
+one line per node, tab-separated, each lock's in line order:
+  LOCK  STATE  KIND  NODE  DATA  SESSION  AGE
+LOCK is the lock's path; STATE holder or waiter; KIND lock, read, write or
+leader; DATA the node's data (who holds it: hostname:pid by default, for
+the command's and the library's locks). Knows the nodes of zkcoord,
+Curator (_c_<uuid>-lock-<seq>, __READ__, __WRIT__, latch-) and kazoo
+(<uuid>__lock__<seq>, __rlock__). SESSION is the owner session (hex), AGE
+the node's age.
+
+  --json   one JSON array of objects instead: lock, state, kind, node,
+           data, session (null when not ephemeral), age (seconds)
 ]],
     get = "usage: zkcoord get PATH\n\nPrints the node's data and a newline.\n",
     set = [[

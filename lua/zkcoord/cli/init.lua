@@ -3,7 +3,7 @@
 --
 --   local code = require("zkcoord.cli").main(arg)   -- returns the exit status
 --
--- Exit statuses (sysexits): 0 success; CMD's own status for lock/elect (a
+-- Exit statuses (sysexits): 0 success; CMD's own status for lock/elect/once (a
 -- signal death as 128+N, as a shell gives it); 1 a runtime failure (the
 -- message names the ZooKeeper code); 64 bad usage; 69 no server reachable
 -- within the connect timeout; 71 the lock or leadership was lost while CMD
@@ -12,7 +12,8 @@
 -- This module reads the global options and dispatches to the verb; the
 -- parts (lua/zkcoord/cli/): help.lua the help texts; exit.lua exit
 -- statuses and messages; args.lua options and operands; session.lua the
--- client; show.lua printing values; held.lua lock and elect; locks.lua
+-- client; show.lua printing values; held.lua lock, elect and once;
+-- once.lua once's record of the last run; locks.lua
 -- the locks verb; verbs.lua the other verbs; sys.lua signals and processes
 -- (over the core's process calls: any Lua, no FFI).
 local help = require "zkcoord.cli.help"
@@ -32,7 +33,7 @@ _M.classify = locks.classify
 
 local usage = ex.usage
 
-local VERBS = { lock = held.verb, elect = held.verb }
+local VERBS = { lock = held.verb, elect = held.verb, once = held.verb }
 for _, v in ipairs(verbs.NAMES) do
     VERBS[v] = verbs.verb
 end

@@ -21,6 +21,7 @@ local OPTIONS = {
     rm = { ["-r"] = "flag" },
     ls = { ["-l"] = "flag" },
     watch = { ["--children"] = "flag" },
+    locks = { ["--json"] = "flag" },
 }
 
 -- The operands each verb takes, { min, max } (1 for the others).
@@ -168,7 +169,7 @@ function RUN.counter(c, v)
 end
 
 function RUN.locks(c, v)
-    locks.print(c, v.path)
+    locks.print(c, v.path, v.o.json, v.out)
 end
 
 -- Prints the node's data (or its children) on every change until a signal.
