@@ -308,6 +308,23 @@ describe("test helpers #zk", function()
             conn:close()
         end)
 
+        it("dropreplies forwards requests and drops replies until pass", function()
+            local conn = zk_connect(proxy.port, 4000)
+            local before = node_count(zk)
+            assert.truthy(proxy:drop_replies())
+            assert.truthy(conn:send(frame(i32(1) .. i32(1) .. jstring("/helpers-spec-dropreplies")
+                .. jstring("x") .. i32(1) .. i32(31) .. jstring("world") .. jstring("anyone")
+                .. i32(0)), 2))
+            -- the create is applied, its reply never comes
+            assert.truthy(wait_until(function() return node_count(zk) == before + 1 end, 5))
+            assert.same({ nil, "timeout" }, { conn:recv_some(100, 0.3) })
+            assert.truthy(proxy:pass())
+            -- the connection lost bytes: it is closed, not resumed
+            assert.same({ nil, "closed" }, { conn:recv_some(100, 1) })
+            conn:close()
+            assert.equal("imok", probe())
+        end)
+
         it("refuse resets new connections until pass", function()
             assert.truthy(proxy:refuse())
             local t0 = proc.now()

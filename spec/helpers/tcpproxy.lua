@@ -16,6 +16,9 @@
 --                new connections and ignore them. Leaving blackhole closes
 --                every connection that lost bytes (its stream is broken)
 --                and every ignored one.
+--   dropreplies  forward client -> server, drop server -> client: requests
+--                reach the server, their replies are lost (new connections
+--                too). Leaving it closes every connection that lost bytes.
 --   refuse       accept new connections and reset them at once
 --   hang         accept new connections and leave them unanswered for
 --                good: leaving hang does not close them (ZooKeeper 3.8's
@@ -104,8 +107,9 @@ local function run(listen_port, target_host, target_port, control, owner)
         c.closed = true
     end
 
-    local function dropping(c)
-        return mode == "blackhole" or c.ignored
+    -- Are bytes read from side i (1 client, 2 server) dropped?
+    local function dropping(c, i)
+        return mode == "blackhole" or c.ignored or mode == "dropreplies" and i == 2
     end
 
     local function accept_all(now)
@@ -149,7 +153,7 @@ local function run(listen_port, target_host, target_port, control, owner)
         local other = 3 - i
         local n = C.zkh_recv(c.fd[i], buf, CHUNK, S.MSG_DONTWAIT)
         if n > 0 then
-            if dropping(c) then
+            if dropping(c, i) then
                 c.tainted = not c.ignored
             elseif c.fd[other] then
                 push(c.q[other], ffi.string(buf, n), now + delay)
@@ -212,8 +216,9 @@ local function run(listen_port, target_host, target_port, control, owner)
 
     local function apply(cmd)
         local word, rest = cmd:match("^(%S+)%s*(.-)%s*$")
-        local was_blackhole = mode == "blackhole"
-        if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang" then
+        local old = mode
+        if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang"
+                or word == "dropreplies" then
             mode, delay = word, 0
         elseif word == "delay" and tonumber(rest) and tonumber(rest) >= 0 then
             mode, delay = "delay", tonumber(rest) / 1000
@@ -226,7 +231,7 @@ local function run(listen_port, target_host, target_port, control, owner)
         else
             return nil, "error: unknown command '" .. tostring(cmd) .. "'"
         end
-        if was_blackhole and mode ~= "blackhole" then
+        if (old == "blackhole" or old == "dropreplies") and mode ~= old then
             for _, c in ipairs(conns) do
                 if (c.tainted or c.ignored) and not c.hung then
                     close_conn(c)
@@ -311,7 +316,7 @@ local function run(listen_port, target_host, target_port, control, owner)
                         ev = S.POLLOUT
                     else
                         local other = 3 - i
-                        if not c.eof[i] and (dropping(c)
+                        if not c.eof[i] and (dropping(c, i)
                                 or c.q[other].bytes < MAX_QUEUED) then
                             ev = bit.bor(ev, S.POLLIN)
                         end
@@ -511,6 +516,12 @@ end
 
 function Proxy:blackhole()
     return self:set("blackhole")
+end
+
+
+-- Requests reach the server, replies are dropped (see "dropreplies").
+function Proxy:drop_replies()
+    return self:set("dropreplies")
 end
 
 
