@@ -675,28 +675,73 @@ local function ack_found_nonode(self, results)
 end
 
 
+-- An ack of ours whose outcome we did not learn before its session ended
+-- (the claim went, or goes, with that session) is decided by what the
+-- server shows, read in the session we have after a sync (its server may
+-- not have applied our ack yet). Our ack deletes claim and item in one
+-- multi, and no consumer deletes an item without holding its claim: the
+-- item there means the ack did not happen ("lost": the item is back in the
+-- queue, or another's); the item gone with our claim still there, that
+-- someone else deleted the item ("nonode"); both gone, that it happened
+-- (true). Not learnt by the deadline: "unknown", and the next ack()
+-- decides it.
+local function ack_after_loss(self, deadline)
+    local client = self.queue.client
+    local item, claim
+    local ok, err = client:wait_connected(remaining(deadline))
+    if ok then
+        ok, err = client:read_until(deadline, "sync", self.path)
+    end
+    if ok then
+        item, err = client:read_until(deadline, "exists", self.path)
+    end
+    if item == false then
+        claim, err = client:read_until(deadline, "exists", self.claim)
+    end
+    if item or item == false and claim ~= nil then
+        self._unsure = nil
+        let_go(self)
+        if item then
+            return nil, "lost"
+        elseif claim and claim.ephemeral_owner == self._sid then
+            return nil, "nonode"
+        end
+        return true
+    end
+    self._unsure = "ack"
+    if err == "timeout" or transient[err] or unknown_outcome[err] then
+        return nil, "unknown"
+    end
+    return nil, err
+end
+
+
 -- Deletes our claim with `ops` (an ack's multi, a release's delete),
 -- within the request timeout. A write whose reply was lost is decided by
 -- the claim once connected again: only our session deletes it while the
 -- session lives, so it is gone exactly when the write happened (an ack's
--- multi deletes the item with it). A session that ended took the claim.
+-- multi deletes the item with it). Once the session ended, an ack is
+-- decided by the item (ack_after_loss); a release needs no deciding (the
+-- claim went with the session: "lost", the item is back either way).
 -- A write still undecided at the deadline is reported "unknown", never
 -- "timeout": it may have happened. The next ack() or release() decides it
 -- (the claim gone while our session lives: it did).
 local function drop_claim_now(self, ops)
     local client = self.queue.client
     local deadline = now() + client:request_timeout()
-    local sent = self._unsure    -- an earlier try of ours may have happened
-    local look = sent            -- then the claim decides before we write again
+    local is_ack = #ops == 2
+    local sent = self._unsure ~= nil    -- an earlier try of ours may have happened
+    local look = sent                   -- then the claim decides before we write again
     while true do
         if not look then
             local res, err, results = client:send("multi", ops):wait(remaining(deadline))
-            if res or err == "nonode" and #ops == 1 then
+            if res or err == "nonode" and not is_ack then
                 self._unsure = nil
                 return let_go(self)    -- a release whose claim is gone: given back
             elseif err == "nonode" and not sent then
                 return ack_found_nonode(self, results)
-            elseif unknown_outcome[err] and err ~= "sessionexpired" then
+            elseif unknown_outcome[err] then
+                -- "sessionexpired" too: it may have happened before the end
                 sent = true
             elseif not (transient[err] or err == "nonode" and sent) then
                 self._unsure = nil
@@ -720,8 +765,11 @@ local function drop_claim_now(self, ops)
         end
         sent = false    -- the claim is there: no write of ours happened; again
     end
+    if sent and is_ack and self.claim and not claimed(self) then
+        return ack_after_loss(self, deadline)    -- our session ended meanwhile
+    end
     -- The deadline: "unknown" if a write of ours may have happened.
-    self._unsure = sent and claimed(self) or nil
+    self._unsure = sent and claimed(self) and (is_ack and "ack" or "release") or nil
     return failed(self, sent and "unknown" or "timeout")
 end
 
@@ -745,6 +793,10 @@ end
 ---   (the reply was lost: ack() again decides) | a code
 function Item:ack()
     check_item(self, "ack")
+    if self._unsure == "ack" and self.claim and not claimed(self) then
+        -- an ack of ours was undecided when our session ended
+        return ack_after_loss(self, now() + self.queue.client:request_timeout())
+    end
     local held, why = check_claim(self)
     if not held then
         return nil, why
