@@ -39,7 +39,8 @@
 -- Connection loss ("suspended"): claims, items and receipts stay; take()
 -- waits for the connection within its timeout. Session loss ("lost"): our
 -- claims are gone; item:ack() and item:release() on them return nil,
--- "lost".
+-- "lost", except an ack whose outcome the session did not live to tell:
+-- the item decides it (ack_after_loss).
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 -- A write whose reply was lost may have happened (unknown_outcome): look
@@ -789,8 +790,9 @@ end
 
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
----@return true|nil ok, string? err "lost" (our session ended) | "notheld" | "unknown"
----   (the reply was lost: ack() again decides) | a code
+---@return true|nil ok, string? err "lost" (not done: our session ended, the item
+---   is back in the queue) | "notheld" | "unknown" (the reply was lost and no server
+---   answered in time: ack() again decides) | a code
 function Item:ack()
     check_item(self, "ack")
     if self._unsure == "ack" and self.claim and not claimed(self) then
