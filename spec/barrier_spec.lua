@@ -5,6 +5,7 @@
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local event_log = require "helpers.events"
+local tcpproxy = require "helpers.tcpproxy"
 
 -- A double-barrier participant. args: path, name, arrive delay, work time.
 local PARTICIPANT = [[
@@ -109,6 +110,46 @@ describe("barrier #zk", function()
         end)
         assert.same({ true }, { b:wait(15) })
         assert.is_true(done)
+    end)
+
+    -- A client through a proxy (stopped when the test ends) that drops
+    -- every reply, its requests reaching the server.
+    local function replies_dropped(opts)
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local o = { servers = proxy.hosts, chroot = root, session_timeout = 2 }
+        for k, v in pairs(opts) do o[k] = v end
+        local a = zk.client(o)
+        assert(proxy:drop_replies())
+        return a, proxy
+    end
+
+    it("a create or remove whose reply was lost answers unknown, never timeout", function()
+        -- (before: "timeout", which says nothing was changed)
+        local a = replies_dropped { request_timeout = 0.3, session_timeout = 6 }
+        assert.same({ nil, "unknown" }, { a:barrier("/set"):create() })
+        assert.truthy(zk.wait_until(function() return c:exists("/set") end, 5, c),
+                      "the create did not reach the server")
+        assert.same({ nil, "unknown" }, { a:barrier("/set"):remove() })
+        assert.truthy(zk.wait_until(function() return c:exists("/set") == false end, 5, c),
+                      "the remove did not reach the server")
+    end)
+
+    it("a create or remove whose reply was lost is decided once connected again", function()
+        -- The connection drops with the write's reply missing (no reply for
+        -- 2/3 of the session timeout); the fault ends then, and the same
+        -- session's second try finds the barrier as wanted (before: the
+        -- error of the first try, "connectionloss").
+        local a, proxy = replies_dropped { request_timeout = 4 }
+        a:on_state(function(new)
+            if new == "suspended" then assert(proxy:pass()) end
+        end)
+        assert.same({ true }, { a:barrier("/set"):create() })
+        assert.truthy(c:exists("/set"))
+        assert(proxy:drop_replies())
+        assert.same({ true }, { a:barrier("/set"):remove() })
+        assert.is_false(c:exists("/set"))
+        assert.same({ false }, { a:barrier("/set"):remove() })
     end)
 
     it("raises on bad arguments", function()
