@@ -16,9 +16,10 @@
 --                new connections and ignore them. Leaving blackhole closes
 --                every connection that lost bytes (its stream is broken)
 --                and every ignored one.
---   dropreplies  forward client -> server, drop server -> client: requests
---                reach the server, their replies are lost (new connections
---                too). Leaving it closes every connection that lost bytes.
+--   dropreplies [n]  forward client -> server, drop server -> client
+--                after n more chunks (default 0): requests reach the
+--                server, their replies are lost (new connections too).
+--                Leaving it closes every connection that lost bytes.
 --   refuse       accept new connections and reset them at once
 --   hang         accept new connections and leave them unanswered for
 --                good: leaving hang does not close them (ZooKeeper 3.8's
@@ -77,6 +78,7 @@ local function run(listen_port, target_host, target_port, control, owner)
     assert(proc.write_file_atomic(control .. ".port", tostring(port)))
 
     local mode, delay = "pass", 0
+    local replies_left = 0    -- dropreplies: server chunks still forwarded
     local conns = {}
     local buf = ffi.new("uint8_t[?]", CHUNK)
     local linger0 = ffi.new("struct zkh_linger", 1, 0)
@@ -109,7 +111,8 @@ local function run(listen_port, target_host, target_port, control, owner)
 
     -- Are bytes read from side i (1 client, 2 server) dropped?
     local function dropping(c, i)
-        return mode == "blackhole" or c.ignored or mode == "dropreplies" and i == 2
+        return mode == "blackhole" or c.ignored
+            or mode == "dropreplies" and i == 2 and replies_left <= 0
     end
 
     local function accept_all(now)
@@ -156,6 +159,9 @@ local function run(listen_port, target_host, target_port, control, owner)
             if dropping(c, i) then
                 c.tainted = not c.ignored
             elseif c.fd[other] then
+                if mode == "dropreplies" and i == 2 then
+                    replies_left = replies_left - 1
+                end
                 push(c.q[other], ffi.string(buf, n), now + delay)
             end
         elseif n == 0 then
@@ -217,9 +223,10 @@ local function run(listen_port, target_host, target_port, control, owner)
     local function apply(cmd)
         local word, rest = cmd:match("^(%S+)%s*(.-)%s*$")
         local old = mode
-        if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang"
-                or word == "dropreplies" then
+        if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang" then
             mode, delay = word, 0
+        elseif word == "dropreplies" and (rest == "" or tonumber(rest)) then
+            mode, delay, replies_left = word, 0, tonumber(rest) or 0
         elseif word == "delay" and tonumber(rest) and tonumber(rest) >= 0 then
             mode, delay = "delay", tonumber(rest) / 1000
         elseif word == "cut" then
@@ -519,9 +526,12 @@ function Proxy:blackhole()
 end
 
 
--- Requests reach the server, replies are dropped (see "dropreplies").
-function Proxy:drop_replies()
-    return self:set("dropreplies")
+-- Requests reach the server, replies are dropped (see "dropreplies"),
+-- after `n` more chunks from the server (default 0).
+function Proxy:drop_replies(n)
+    assert(n == nil or type(n) == "number" and n >= 0 and n % 1 == 0,
+        "drop_replies: n must be nil or an integer >= 0")
+    return self:set(n and "dropreplies " .. n or "dropreplies")
 end
 
 
