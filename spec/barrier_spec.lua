@@ -203,6 +203,28 @@ describe("double barrier #zk", function()
         assert.equal(0, c:stats().watches)
     end)
 
+    it("an enter whose create's reply was lost gives up and leaves no node", function()
+        -- The look at "ready" is answered, the create of our node reaches
+        -- the server, its reply does not come within the request timeout:
+        -- enter() gives up, and the node it may have made must go (before:
+        -- it stayed, counted by the others, until our session ended).
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10,
+                              request_timeout = 0.5 }
+        assert(c:create("/lost"))
+        local sid = a:session_id()
+        local db = a:double_barrier("/lost", 2)
+        assert(proxy:drop_replies(1))    -- the exists() reply passes
+        assert.same({ nil, "timeout" }, { db:enter(5) })
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function() return #assert(c:children("/lost")) == 0 end,
+                                    10, a), "the node of the enter given up stayed")
+        -- one child made (the create reached the server) and deleted, in a's session
+        assert.equal(2, assert(c:exists("/lost")).cversion)
+        assert.equal(sid, a:session_id())
+    end)
+
     it("3 processes enter together and leave together", function()
         local path = root .. "/round"
         local logs = {}

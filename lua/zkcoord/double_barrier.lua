@@ -29,6 +29,7 @@
 -- bounded by its timeout; a timed-out enter() deletes our node.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local now, uuid = core.now, core.uuid
 local type, ipairs, setmetatable = type, ipairs, setmetatable
@@ -72,6 +73,7 @@ function _M.new(client, path, num_clients, opts)
         name = uuid(),
         _node = nil,          -- our node's path while in
         _sid = nil,           -- the session that created it
+        _maybe = nil,         -- { node, sid }: a create whose outcome we did not learn
         _entered = false,
     }, mt)
 end
@@ -104,8 +106,13 @@ function _M:_create_own()
         ok = st and st.ephemeral_owner == client:session_id()
     end
     if ok then
-        self._node, self._sid = node, client:session_id()
+        self._node, self._sid, self._maybe = node, client:session_id(), nil
         return true
+    end
+    -- A create whose reply was lost may have made our node, counted by the
+    -- others: if we give up, it is deleted (after the create, in its session).
+    if unknown_outcome[err] and err ~= "sessionexpired" then
+        self._maybe = { node, client:session_id() }
     end
     return nil, err
 end
@@ -240,10 +247,14 @@ end
 
 
 function _M:_delete_own()
-    local node = self._node
-    self._node, self._entered = nil, false
-    if node and self._sid == self.client:session_id() and not self.client:is_closed() then
-        self.client:delete_guaranteed(node)
+    local client = self.client
+    local node, maybe = self._node, self._maybe
+    self._node, self._entered, self._maybe = nil, false, nil
+    if node and self._sid == client:session_id() and not client:is_closed() then
+        client:delete_guaranteed(node)
+    end
+    if maybe and maybe[2] == client:session_id() and not client:is_closed() then
+        client:delete_guaranteed(maybe[1])
     end
 end
 
