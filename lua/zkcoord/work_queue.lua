@@ -683,9 +683,12 @@ end
 -- multi, and no consumer deletes an item without holding its claim: the
 -- item there means the ack did not happen ("lost": the item is back in the
 -- queue, or another's); the item gone with our claim still there, that
--- someone else deleted the item ("nonode"); both gone, that it happened
--- (true). Not learnt by the deadline: "unknown", and the next ack()
--- decides it.
+-- someone else deleted the item ("nonode"); both gone, that it is acked
+-- (true): by our ack, which held the claim until the session ended, or,
+-- only if the server ended that session before our ack reached it, by a
+-- consumer that took the item since (delivered twice, as at least once
+-- allows; nothing on the server tells these apart once the item is gone).
+-- Not learnt by the deadline: "unknown", and the next ack() decides it.
 local function ack_after_loss(self, deadline)
     local client = self.queue.client
     local item, claim
