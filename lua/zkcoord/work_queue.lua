@@ -744,9 +744,11 @@ local function drop_claim_now(self, ops)
                 return let_go(self)    -- a release whose claim is gone: given back
             elseif err == "nonode" and not sent then
                 return ack_found_nonode(self, results)
+            elseif err == "sessionexpired" and not is_ack then
+                self._unsure = nil
+                return failed(self, err)    -- "lost": the claim went with the session
             elseif unknown_outcome[err] then
-                -- "sessionexpired" too: it may have happened before the end
-                sent = true
+                sent = true    -- it may have happened (an ack: before its session ended too)
             elseif not (transient[err] or err == "nonode" and sent) then
                 self._unsure = nil
                 return failed(self, err)
