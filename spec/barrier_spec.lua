@@ -215,6 +215,7 @@ describe("double barrier #zk", function()
         assert(c:create("/lost"))
         local sid = a:session_id()
         local db = a:double_barrier("/lost", 2)
+        assert(a:exists("/"))            -- a is not idle: no ping reply comes first
         assert(proxy:drop_replies(1))    -- the exists() reply passes
         assert.same({ nil, "timeout" }, { db:enter(5) })
         assert(proxy:pass())
@@ -223,6 +224,28 @@ describe("double barrier #zk", function()
         -- one child made (the create reached the server) and deleted, in a's session
         assert.equal(2, assert(c:exists("/lost")).cversion)
         assert.equal(sid, a:session_id())
+    end)
+
+    it("an enter whose opening reply was lost answers unknown, keeps its node, decides again", function()
+        -- Enough participants (one), the create of "ready" reaches the
+        -- server, its replies do not come by enter's deadline: the others
+        -- may have entered, so not "timeout" with our node gone (before) but
+        -- "unknown" with it kept; enter() again decides.
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10,
+                              request_timeout = 0.5 }
+        assert(c:create("/open"))
+        local db = a:double_barrier("/open", 1, { id = "solo" })
+        assert(a:exists("/"))            -- a is not idle: no ping reply comes first
+        assert(proxy:drop_replies(3))    -- exists(ready), our node's create, the listing
+        assert.same({ nil, "unknown" }, { db:enter(1.5) })
+        assert.truthy(zk.wait_until(function() return c:exists("/open/ready") end, 5, c),
+                      "the opening did not reach the server")
+        assert.same({ "solo" }, c:double_barrier("/open", 1):participants())
+        assert(proxy:pass())
+        assert.is_true(db:enter(5))
+        assert.is_true(db:leave(5))
     end)
 
     it("3 processes enter together and leave together", function()

@@ -26,7 +26,10 @@
 -- Connection loss ("suspended"): waits go on; our ephemeral node stays.
 -- Session loss ("lost"): our node is gone. enter() creates it again in the
 -- new session and goes on waiting; leave() counts it as left. Every wait is
--- bounded by its timeout; a timed-out enter() deletes our node.
+-- bounded by its timeout; a timed-out enter() deletes our node. An enter()
+-- that counted enough participants but could not learn whether its opening
+-- ("ready") happened by its deadline returns "unknown" and keeps our node
+-- (the others may have entered): enter() again decides.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
@@ -43,6 +46,8 @@ local check_self = util.self_checker(mt, "double barrier", "db")
 
 local OPT_KEYS = { "id" }
 local READY = "ready"
+-- Opening is idempotent (open_ready): one whose reply was lost is sent again.
+local OPEN_AGAIN = { max_tries = math.huge, also = unknown_outcome }
 
 
 ---@class zkcoord.double_barrier_opts
@@ -212,9 +217,10 @@ function _M:enter(timeout)
         if #participants(names) >= self.num_clients then
             client:remove_watches(ready, w.fn)
             -- 4. enough: open the barrier for everyone
-            local ok, oerr = retry(client, deadline, UNTIL_DEADLINE, open_ready, client, ready,
-                                   self.id)
-            if not ok then
+            local ok, oerr = retry(client, deadline, OPEN_AGAIN, open_ready, client, ready, self.id)
+            if oerr == "timeout" then
+                return nil, "unknown"    -- a try may have opened it: our node stays
+            elseif not ok then
                 return self:_give_up(oerr)
             end
             self._entered = true
