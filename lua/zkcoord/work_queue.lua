@@ -677,40 +677,52 @@ end
 
 
 -- An ack of ours whose outcome we did not learn before its session ended
--- (the claim went, or goes, with that session) is decided by what the
--- server shows, read in the session we have after a sync (its server may
--- not have applied our ack yet). Our ack deletes claim and item in one
--- multi, and no consumer deletes an item without holding its claim: the
--- item there means the ack did not happen ("lost": the item is back in the
--- queue, or another's); the item gone with our claim still there, that
--- someone else deleted the item ("nonode"); both gone, that it is acked
--- (true): by our ack, which held the claim until the session ended, or,
--- only if the server ended that session before our ack reached it, by a
--- consumer that took the item since (delivered twice, as at least once
--- allows; nothing on the server tells these apart once the item is gone).
+-- is decided by what the server shows, read in the session we have after
+-- a sync (its server may not have applied our ack yet). First our claim:
+-- while it is there, the server still holds our old session (the client
+-- ends it as soon as a server answers, or the server expires it) and a
+-- write of it may still be applied: wait for the claim to go (a watch).
+-- Gone, our ack can no longer happen later, and the item decides: our ack
+-- deletes claim and item in one multi, so the item there means it did not
+-- happen ("lost": the item is back in the queue, or another's); the item
+-- gone, that it is acked (true): by our ack, or, only if the server ended
+-- our session before the ack reached it, by a consumer that took the item
+-- since (delivered twice, as at least once allows), or deleted by someone
+-- else: once the item is gone nothing on the server tells these apart.
 -- Not learnt by the deadline: "unknown", and the next ack() decides it.
 local function ack_after_loss(self, deadline)
     local client = self.queue.client
-    local item, claim
     local ok, err = client:wait_connected(remaining(deadline))
     if ok then
-        ok, err = client:read_until(deadline, "sync", self.path)
+        ok, err = client:read_until(deadline, "sync", self.claim)
     end
-    if ok then
-        item, err = client:read_until(deadline, "exists", self.path)
-    end
-    if item == false then
-        claim, err = client:read_until(deadline, "exists", self.claim)
-    end
-    if item or item == false and claim ~= nil then
-        self._unsure = nil
-        let_go(self)
-        if item then
-            return nil, "lost"
-        elseif claim and claim.ephemeral_owner == self._sid then
-            return nil, "nonode"
+    while ok do
+        local ev = client:waiter():event()
+        local wake = util.waker(ev)
+        local claim, cerr = client:read_until(deadline, "exists", self.claim, wake)
+        if not (claim and claim.ephemeral_owner == self._sid) then
+            client:remove_watches(self.claim, wake)  -- set on a missing node too
+            if claim == nil then
+                err = cerr
+                break
+            end
+            local item, ierr = client:read_until(deadline, "exists", self.path)
+            if item == nil then
+                err = ierr
+                break
+            end
+            self._unsure = nil
+            let_go(self)
+            if item then
+                return nil, "lost"
+            end
+            return true
         end
-        return true
+        if not ev:wait(remaining(deadline)) then
+            client:remove_watches(self.claim, wake)
+            err = "timeout"
+            break
+        end
     end
     self._unsure = "ack"
     if err == "timeout" or transient[err] or unknown_outcome[err] then
