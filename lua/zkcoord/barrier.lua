@@ -55,14 +55,15 @@ local function create_once(client, path, deadline)
 end
 
 
-local function delete_once(client, path, deadline, tries)
-    tries.n = tries.n + 1
-    return client:send("delete", path):wait(remaining(deadline))
+-- seen.maybe: a try's outcome was unknown (it may have been the delete).
+local function delete_once(client, path, deadline, seen)
+    local ok, err = client:send("delete", path):wait(remaining(deadline))
+    seen.maybe = seen.maybe or errors.unknown_outcome[err] == true
+    return ok, err
 end
 
 
 --- Sets the barrier (creates its node). Setting a set barrier is fine.
----@return true|nil ok, string? err
 ---@return true|nil ok, string? err "unknown" (no reply in time: it may be set) | a code
 function _M:create()
     check_self(self, "create")
@@ -84,13 +85,13 @@ function _M:remove()
     check_self(self, "remove")
     local client = self.client
     local deadline = now() + client:request_timeout()
-    local tries = { n = 0 }
+    local seen = { maybe = false }
     local ok, err = retry(client, deadline, AGAIN, delete_once, client, self.path, deadline,
-                          tries)
+                          seen)
     if ok then
         return true
     elseif err == "nonode" then
-        return tries.n > 1    -- after a lost reply, ours may have been the delete
+        return seen.maybe    -- after a lost reply, ours may have been the delete
     end
     return nil, err == "timeout" and "unknown" or err
 end

@@ -59,8 +59,8 @@
 -- still at the version we wrote against, or moved on by one write that is
 -- not ours, ours did not happen and we retry; otherwise they return the
 -- error ("connectionloss", "sessionexpired", or "unknown" for our own
--- timeout) with a detail saying the outcome is unknown. set() returns that error at once. Never a
--- blind second write. A waiting add whose entry went with its session
+-- timeout) with a detail saying the outcome is unknown. set() returns that
+-- error at once. Never a blind second write. A waiting add whose entry went with its session
 -- returns "sessionexpired" with that detail (a head may have served it).
 -- A write the server turned away ("sessionmoved", "throttledop": not
 -- applied) is sent again after a backoff (base_delay .. max_delay, once
