@@ -555,7 +555,8 @@ end
 --- when fn returns, the item is acked, when it raises, given back (and the
 --- error raised again, with its traceback, after that). fn's results;
 --- nil, err when no item came ("timeout" ...) or the ack failed ("lost":
---- our session ended, the item is back in the queue for another).
+--- our session ended, the item is back in the queue for another; "unknown":
+--- see Item:ack).
 ---@param fn function fn(data, item)
 ---@param timeout number? as take's
 ---@return any ... fn's results, or nil, err
