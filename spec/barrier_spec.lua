@@ -5,6 +5,7 @@
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local event_log = require "helpers.events"
+local tcpproxy = require "helpers.tcpproxy"
 
 -- A double-barrier participant. args: path, name, arrive delay, work time.
 local PARTICIPANT = [[
@@ -111,6 +112,46 @@ describe("barrier #zk", function()
         assert.is_true(done)
     end)
 
+    -- A client through a proxy (stopped when the test ends) that drops
+    -- every reply, its requests reaching the server.
+    local function replies_dropped(opts)
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local o = { servers = proxy.hosts, chroot = root, session_timeout = 2 }
+        for k, v in pairs(opts) do o[k] = v end
+        local a = zk.client(o)
+        assert(proxy:drop_replies())
+        return a, proxy
+    end
+
+    it("a create or remove whose reply was lost answers unknown, never timeout", function()
+        -- (before: "timeout", which says nothing was changed)
+        local a = replies_dropped { request_timeout = 0.3, session_timeout = 6 }
+        assert.same({ nil, "unknown" }, { a:barrier("/set"):create() })
+        assert.truthy(zk.wait_until(function() return c:exists("/set") end, 5, c),
+                      "the create did not reach the server")
+        assert.same({ nil, "unknown" }, { a:barrier("/set"):remove() })
+        assert.truthy(zk.wait_until(function() return c:exists("/set") == false end, 5, c),
+                      "the remove did not reach the server")
+    end)
+
+    it("a create or remove whose reply was lost is decided once connected again", function()
+        -- The connection drops with the write's reply missing (no reply for
+        -- 2/3 of the session timeout); the fault ends then, and the same
+        -- session's second try finds the barrier as wanted (before: the
+        -- error of the first try, "connectionloss").
+        local a, proxy = replies_dropped { request_timeout = 4 }
+        a:on_state(function(new)
+            if new == "suspended" then assert(proxy:pass()) end
+        end)
+        assert.same({ true }, { a:barrier("/set"):create() })
+        assert.truthy(c:exists("/set"))
+        assert(proxy:drop_replies())
+        assert.same({ true }, { a:barrier("/set"):remove() })
+        assert.is_false(c:exists("/set"))
+        assert.same({ false }, { a:barrier("/set"):remove() })
+    end)
+
     it("raises on bad arguments", function()
         assert.has_error(function() c:barrier("b") end)
         assert.has_error(function() c:barrier("/") end)
@@ -160,6 +201,51 @@ describe("double barrier #zk", function()
             return #(c:children("/few") or { 1 }) == 0
         end, 5, c))
         assert.equal(0, c:stats().watches)
+    end)
+
+    it("an enter whose create's reply was lost gives up and leaves no node", function()
+        -- The look at "ready" is answered, the create of our node reaches
+        -- the server, its reply does not come within the request timeout:
+        -- enter() gives up, and the node it may have made must go (before:
+        -- it stayed, counted by the others, until our session ended).
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10,
+                              request_timeout = 0.5 }
+        assert(c:create("/lost"))
+        local sid = a:session_id()
+        local db = a:double_barrier("/lost", 2)
+        assert(a:exists("/"))            -- a is not idle: no ping reply comes first
+        assert(proxy:drop_replies(1))    -- the exists() reply passes
+        assert.same({ nil, "timeout" }, { db:enter(5) })
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function() return #assert(c:children("/lost")) == 0 end,
+                                    10, a), "the node of the enter given up stayed")
+        -- one child made (the create reached the server) and deleted, in a's session
+        assert.equal(2, assert(c:exists("/lost")).cversion)
+        assert.equal(sid, a:session_id())
+    end)
+
+    it("an enter whose opening reply was lost answers unknown, keeps its node, decides again", function()
+        -- Enough participants (one), the create of "ready" reaches the
+        -- server, its replies do not come by enter's deadline: the others
+        -- may have entered, so not "timeout" with our node gone (before) but
+        -- "unknown" with it kept; enter() again decides.
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10,
+                              request_timeout = 0.5 }
+        assert(c:create("/open"))
+        local db = a:double_barrier("/open", 1, { id = "solo" })
+        assert(a:exists("/"))            -- a is not idle: no ping reply comes first
+        assert(proxy:drop_replies(3))    -- exists(ready), our node's create, the listing
+        assert.same({ nil, "unknown" }, { db:enter(1.5) })
+        assert.truthy(zk.wait_until(function() return c:exists("/open/ready") end, 5, c),
+                      "the opening did not reach the server")
+        assert.same({ "solo" }, c:double_barrier("/open", 1):participants())
+        assert(proxy:pass())
+        assert.is_true(db:enter(5))
+        assert.is_true(db:leave(5))
     end)
 
     it("3 processes enter together and leave together", function()

@@ -3,6 +3,7 @@
 -- adding at once (every returned value distinct, none lost).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 -- An adder process: waits for the start file, then `n` add(1), each
 -- returned value on its own line, then its stats.
@@ -121,6 +122,26 @@ describe("counter #zk", function()
         assert.same({ adds = 1, cas_attempts = 1, cas_failures = 0 }, b:stats())
         assert.equal(3, b:get())
         assert.same({ 0, 0 }, { c1:stats().pending, c1:stats().watches })
+    end)
+
+    it("a set or add whose reply was lost within its wait answers unknown, never timeout", function()
+        -- The write reaches the server, its reply and the sync after it do
+        -- not come within the request timeout (before: "timeout", which
+        -- says nothing was changed, with a detail saying it may have been).
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6,
+                              request_timeout = 0.3 }
+        local ctr = a:counter("/lost", { fair = false })
+        assert.equal(1, ctr:add(1))
+        assert(proxy:drop_replies())
+        local maybe = require("zkcoord.counter.write").MAYBE
+        assert.same({ nil, "unknown", maybe }, { ctr:add(1) })
+        assert.truthy(zk.wait_until(function() return c1:counter("/lost"):get() == 2 end, 5, c1),
+                      "the add did not reach the server")
+        assert.same({ nil, "unknown", maybe }, { ctr:set(7) })
+        assert.truthy(zk.wait_until(function() return c1:counter("/lost"):get() == 7 end, 5, c1),
+                      "the set did not reach the server")
     end)
 
     it("set and compare_and_set", function()

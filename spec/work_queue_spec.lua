@@ -414,6 +414,73 @@ describe("work_queue #zk", function()
         assert.equal("ack true nil", log:match("ack [^\n]*"))
     end)
 
+    -- Through a proxy, a consumer with a short session takes "job"; then
+    -- the proxy turns `mode` on. Returns the consumer, its item, its session
+    -- id and the proxy.
+    local SHORT = 2
+    local function taken_through_proxy(path, mode, opts)
+        local proxy = start_proxy()
+        local o = { servers = proxy.hosts, chroot = root, session_timeout = SHORT }
+        for k, v in pairs(opts or {}) do o[k] = v end
+        local a = zk.client(o)
+        assert(c:work_queue(path):put("job"))
+        local item = assert(a:work_queue(path):take(5))
+        local sid = a:session_id()
+        assert(proxy:set(mode))
+        return a, item, sid, proxy
+    end
+
+    -- The fault ends once the client counts its session lost (the clock
+    -- rule: no reply for the session timeout).
+    local function pass_when_lost(a, proxy)
+        a:on_state(function(new)
+            if new == "lost" then assert(proxy:pass()) end
+        end)
+    end
+
+    it("an ack whose reply was dropped past the session timeout answers true", function()
+        -- The ack reaches the server (claim and item go), no reply comes
+        -- back until the session counts lost; the new session sees the item
+        -- gone: the ack happened (before: "lost").
+        local a, item, sid, proxy = taken_through_proxy("/dropped", "dropreplies",
+                                                        { request_timeout = 3 * SHORT })
+        pass_when_lost(a, proxy)
+        assert.same({ true }, { item:ack() })
+        assert.not_equal(sid, a:session_id())
+        assert.is_false(item:held())
+        assert.equal(0, c:work_queue("/dropped"):len())
+        assert.same({ nil, "notheld" }, { item:ack() })
+    end)
+
+    it("an ack left unknown when its session ended is decided by the next ack()", function()
+        -- Replies stay dropped for the whole ack (the request timeout, the
+        -- session timeout by default): "unknown", never "lost"; back in a
+        -- new session, ack() again finds the item gone: true.
+        local a, item, sid, proxy = taken_through_proxy("/later", "dropreplies")
+        assert.same({ nil, "unknown" }, { item:ack() })
+        assert.equal(0, c:work_queue("/later"):len())    -- it did happen
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return a:state() == "connected" and a:session_id() ~= sid
+        end, 5 * SHORT, a), "a did not come back in a new session")
+        assert.same({ true }, { item:ack() })
+        assert.same({ nil, "notheld" }, { item:ack() })
+    end)
+
+    it("an ack that never reached the server past the session timeout answers lost", function()
+        -- Black-holed both ways: the ack is not applied; once the session
+        -- counts lost the item is back in the queue, and ack() says so.
+        local a, item, _, proxy = taken_through_proxy("/never", "blackhole",
+                                                      { request_timeout = 3 * SHORT })
+        pass_when_lost(a, proxy)
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.is_false(item:held())
+        local again = assert(c:work_queue("/never"):take(3 * SHORT))
+        assert.equal("job", again.data)
+        assert.is_true(again:ack())
+        assert.equal(0, c:work_queue("/never"):len())
+    end)
+
     it("raises on bad arguments", function()
         local q = c:work_queue("/b")
         assert.has_error(function() q:put(5) end)

@@ -18,12 +18,20 @@
 -- watch is gone with the session; wait() asks again in the new session.
 -- The barrier node itself is persistent: neither changes it. Every wait is
 -- bounded by its timeout; on timeout the watch is removed.
+local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 
 local setmetatable = setmetatable
+local now = core.now
 local retry, remaining, waker = util.retry, util.remaining, util.waker
 local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+
+-- Setting and lifting are idempotent: a write whose reply was lost
+-- (errors.unknown_outcome) is sent again once connected, and its answer
+-- ("nodeexists", "nonode") decides it. Undecided within the request
+-- timeout: "unknown" (it may have happened), never "timeout".
+local AGAIN = { max_tries = math.huge, also = errors.unknown_outcome }
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -42,29 +50,50 @@ function _M.new(client, path)
 end
 
 
+local function create_once(client, path, deadline)
+    return client:send("create", path, nil, { parents = true }):wait(remaining(deadline))
+end
+
+
+-- seen.maybe: a try's outcome was unknown (it may have been the delete).
+local function delete_once(client, path, deadline, seen)
+    local ok, err = client:send("delete", path):wait(remaining(deadline))
+    seen.maybe = seen.maybe or errors.unknown_outcome[err] == true
+    return ok, err
+end
+
+
 --- Sets the barrier (creates its node). Setting a set barrier is fine.
----@return true|nil ok, string? err
+---@return true|nil ok, string? err "unknown" (no reply in time: it may be set) | a code
 function _M:create()
     check_self(self, "create")
-    local ok, err = self.client:create(self.path, nil, { parents = true })
+    local client = self.client
+    local deadline = now() + client:request_timeout()
+    local ok, err = retry(client, deadline, AGAIN, create_once, client, self.path, deadline)
     if ok or err == "nodeexists" then
         return true
     end
-    return nil, err
+    return nil, err == "timeout" and "unknown" or err
 end
 
 
 --- Lifts the barrier (deletes its node): every waiter goes.
----@return boolean|nil removed true, or false if it was not set; nil, err
+---@return boolean|nil removed true (when a reply was lost: lifted, by this call or
+---   another), or false if it was not set; nil, err "unknown" (no reply in time: it may
+---   be lifted) | a code
 function _M:remove()
     check_self(self, "remove")
-    local ok, err = self.client:delete(self.path)
+    local client = self.client
+    local deadline = now() + client:request_timeout()
+    local seen = { maybe = false }
+    local ok, err = retry(client, deadline, AGAIN, delete_once, client, self.path, deadline,
+                          seen)
     if ok then
         return true
     elseif err == "nonode" then
-        return false
+        return seen.maybe    -- after a lost reply, ours may have been the delete
     end
-    return nil, err
+    return nil, err == "timeout" and "unknown" or err
 end
 
 

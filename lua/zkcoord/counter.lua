@@ -58,9 +58,9 @@
 -- applied. add and compare_and_set then sync and read once: if the node is
 -- still at the version we wrote against, or moved on by one write that is
 -- not ours, ours did not happen and we retry; otherwise they return the
--- error ("connectionloss", "sessionexpired", "timeout") with a detail
--- saying the outcome is unknown. set() returns that error at once. Never a
--- blind second write. A waiting add whose entry went with its session
+-- error ("connectionloss", "sessionexpired", or "unknown" for our own
+-- timeout) with a detail saying the outcome is unknown. set() returns that
+-- error at once. Never a blind second write. A waiting add whose entry went with its session
 -- returns "sessionexpired" with that detail (a head may have served it).
 -- A write the server turned away ("sessionmoved", "throttledop": not
 -- applied) is sent again after a backoff (base_delay .. max_delay, once
@@ -350,7 +350,7 @@ function _M:set(value)
     if not stat then
         self._version = nil
         if unknown_outcome[err] then
-            return nil, err, MAYBE
+            return write.maybe(err, MAYBE)
         end
         return nil, err
     end

@@ -26,9 +26,13 @@
 -- Connection loss ("suspended"): waits go on; our ephemeral node stays.
 -- Session loss ("lost"): our node is gone. enter() creates it again in the
 -- new session and goes on waiting; leave() counts it as left. Every wait is
--- bounded by its timeout; a timed-out enter() deletes our node.
+-- bounded by its timeout; a timed-out enter() deletes our node. An enter()
+-- that counted enough participants but could not learn whether its opening
+-- ("ready") happened by its deadline returns "unknown" and keeps our node
+-- (the others may have entered): enter() again decides.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
+local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local now, uuid = core.now, core.uuid
 local type, ipairs, setmetatable = type, ipairs, setmetatable
@@ -42,6 +46,8 @@ local check_self = util.self_checker(mt, "double barrier", "db")
 
 local OPT_KEYS = { "id" }
 local READY = "ready"
+-- Opening is idempotent (open_ready): one whose reply was lost is sent again.
+local OPEN_AGAIN = { max_tries = math.huge, also = unknown_outcome }
 
 
 ---@class zkcoord.double_barrier_opts
@@ -72,6 +78,7 @@ function _M.new(client, path, num_clients, opts)
         name = uuid(),
         _node = nil,          -- our node's path while in
         _sid = nil,           -- the session that created it
+        _maybe = nil,         -- { node, sid }: a create whose outcome we did not learn
         _entered = false,
     }, mt)
 end
@@ -104,8 +111,13 @@ function _M:_create_own()
         ok = st and st.ephemeral_owner == client:session_id()
     end
     if ok then
-        self._node, self._sid = node, client:session_id()
+        self._node, self._sid, self._maybe = node, client:session_id(), nil
         return true
+    end
+    -- A create whose reply was lost may have made our node, counted by the
+    -- others: if we give up, it is deleted (after the create, in its session).
+    if unknown_outcome[err] and err ~= "sessionexpired" then
+        self._maybe = { node, client:session_id() }
     end
     return nil, err
 end
@@ -205,9 +217,10 @@ function _M:enter(timeout)
         if #participants(names) >= self.num_clients then
             client:remove_watches(ready, w.fn)
             -- 4. enough: open the barrier for everyone
-            local ok, oerr = retry(client, deadline, UNTIL_DEADLINE, open_ready, client, ready,
-                                   self.id)
-            if not ok then
+            local ok, oerr = retry(client, deadline, OPEN_AGAIN, open_ready, client, ready, self.id)
+            if oerr == "timeout" then
+                return nil, "unknown"    -- a try may have opened it: our node stays
+            elseif not ok then
                 return self:_give_up(oerr)
             end
             self._entered = true
@@ -240,10 +253,14 @@ end
 
 
 function _M:_delete_own()
-    local node = self._node
-    self._node, self._entered = nil, false
-    if node and self._sid == self.client:session_id() and not self.client:is_closed() then
-        self.client:delete_guaranteed(node)
+    local client = self.client
+    local node, maybe = self._node, self._maybe
+    self._node, self._entered, self._maybe = nil, false, nil
+    if node and self._sid == client:session_id() and not client:is_closed() then
+        client:delete_guaranteed(node)
+    end
+    if maybe and maybe[2] == client:session_id() and not client:is_closed() then
+        client:delete_guaranteed(maybe[1])
     end
 end
 

@@ -39,7 +39,8 @@
 -- Connection loss ("suspended"): claims, items and receipts stay; take()
 -- waits for the connection within its timeout. Session loss ("lost"): our
 -- claims are gone; item:ack() and item:release() on them return nil,
--- "lost".
+-- "lost", except an ack whose outcome the session did not live to tell:
+-- the item decides it (ack_after_loss).
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 -- A write whose reply was lost may have happened (unknown_outcome): look
@@ -554,7 +555,8 @@ end
 --- when fn returns, the item is acked, when it raises, given back (and the
 --- error raised again, with its traceback, after that). fn's results;
 --- nil, err when no item came ("timeout" ...) or the ack failed ("lost":
---- our session ended, the item is back in the queue for another).
+--- our session ended, the item is back in the queue for another; "unknown":
+--- see Item:ack).
 ---@param fn function fn(data, item)
 ---@param timeout number? as take's
 ---@return any ... fn's results, or nil, err
@@ -675,29 +677,91 @@ local function ack_found_nonode(self, results)
 end
 
 
+-- An ack of ours whose outcome we did not learn before its session ended
+-- is decided by what the server shows, read in the session we have after
+-- a sync (its server may not have applied our ack yet). First our claim:
+-- while it is there, the server still holds our old session (the client
+-- ends it as soon as a server answers, or the server expires it) and a
+-- write of it may still be applied: wait for the claim to go (a watch).
+-- Gone, our ack can no longer happen later, and the item decides: our ack
+-- deletes claim and item in one multi, so the item there means it did not
+-- happen ("lost": the item is back in the queue, or another's); the item
+-- gone, that it is acked (true): by our ack, or, only if the server ended
+-- our session before the ack reached it, by a consumer that took the item
+-- since (delivered twice, as at least once allows), or deleted by someone
+-- else: once the item is gone nothing on the server tells these apart.
+-- Not learnt by the deadline: "unknown", and the next ack() decides it.
+local function ack_after_loss(self, deadline)
+    local client = self.queue.client
+    local ok, err = client:wait_connected(remaining(deadline))
+    if ok then
+        ok, err = client:read_until(deadline, "sync", self.claim)
+    end
+    while ok do
+        local ev = client:waiter():event()
+        local wake = util.waker(ev)
+        local claim, cerr = client:read_until(deadline, "exists", self.claim, wake)
+        if not (claim and claim.ephemeral_owner == self._sid) then
+            client:remove_watches(self.claim, wake)  -- set on a missing node too
+            if claim == nil then
+                err = cerr
+                break
+            end
+            local item, ierr = client:read_until(deadline, "exists", self.path)
+            if item == nil then
+                err = ierr
+                break
+            end
+            self._unsure = nil
+            let_go(self)
+            if item then
+                return nil, "lost"
+            end
+            return true
+        end
+        if not ev:wait(remaining(deadline)) then
+            client:remove_watches(self.claim, wake)
+            err = "timeout"
+            break
+        end
+    end
+    self._unsure = "ack"
+    if err == "timeout" or transient[err] or unknown_outcome[err] then
+        return nil, "unknown"
+    end
+    return nil, err
+end
+
+
 -- Deletes our claim with `ops` (an ack's multi, a release's delete),
 -- within the request timeout. A write whose reply was lost is decided by
 -- the claim once connected again: only our session deletes it while the
 -- session lives, so it is gone exactly when the write happened (an ack's
--- multi deletes the item with it). A session that ended took the claim.
+-- multi deletes the item with it). Once the session ended, an ack is
+-- decided by the item (ack_after_loss); a release needs no deciding (the
+-- claim went with the session: "lost", the item is back either way).
 -- A write still undecided at the deadline is reported "unknown", never
 -- "timeout": it may have happened. The next ack() or release() decides it
 -- (the claim gone while our session lives: it did).
 local function drop_claim_now(self, ops)
     local client = self.queue.client
     local deadline = now() + client:request_timeout()
-    local sent = self._unsure    -- an earlier try of ours may have happened
-    local look = sent            -- then the claim decides before we write again
+    local is_ack = #ops == 2
+    local sent = self._unsure ~= nil    -- an earlier try of ours may have happened
+    local look = sent                   -- then the claim decides before we write again
     while true do
         if not look then
             local res, err, results = client:send("multi", ops):wait(remaining(deadline))
-            if res or err == "nonode" and #ops == 1 then
+            if res or err == "nonode" and not is_ack then
                 self._unsure = nil
                 return let_go(self)    -- a release whose claim is gone: given back
             elseif err == "nonode" and not sent then
                 return ack_found_nonode(self, results)
-            elseif unknown_outcome[err] and err ~= "sessionexpired" then
-                sent = true
+            elseif err == "sessionexpired" and not is_ack then
+                self._unsure = nil
+                return failed(self, err)    -- "lost": the claim went with the session
+            elseif unknown_outcome[err] then
+                sent = true    -- it may have happened (an ack: before its session ended too)
             elseif not (transient[err] or err == "nonode" and sent) then
                 self._unsure = nil
                 return failed(self, err)
@@ -720,8 +784,11 @@ local function drop_claim_now(self, ops)
         end
         sent = false    -- the claim is there: no write of ours happened; again
     end
+    if sent and is_ack and self.claim and not claimed(self) then
+        return ack_after_loss(self, deadline)    -- our session ended meanwhile
+    end
     -- The deadline: "unknown" if a write of ours may have happened.
-    self._unsure = sent and claimed(self) or nil
+    self._unsure = sent and claimed(self) and (is_ack and "ack" or "release") or nil
     return failed(self, sent and "unknown" or "timeout")
 end
 
@@ -741,10 +808,15 @@ end
 
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi).
----@return true|nil ok, string? err "lost" (our session ended) | "notheld" | "unknown"
----   (the reply was lost: ack() again decides) | a code
+---@return true|nil ok, string? err "lost" (not done: our session ended, the item
+---   is back in the queue) | "notheld" | "unknown" (the reply was lost and no server
+---   answered in time: ack() again decides) | a code
 function Item:ack()
     check_item(self, "ack")
+    if self._unsure == "ack" and self.claim and not claimed(self) then
+        -- an ack of ours was undecided when our session ended
+        return ack_after_loss(self, now() + self.queue.client:request_timeout())
+    end
     local held, why = check_claim(self)
     if not held then
         return nil, why

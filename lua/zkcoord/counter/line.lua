@@ -43,6 +43,7 @@ local is_int, tointeger = fmt.is_int, fmt.tointeger
 local MAYBE = write.MAYBE
 local encode, decode, out_of_range = write.encode, write.decode, write.out_of_range
 local lost_reply, backoff, send = write.lost_reply, write.backoff, write.send
+local maybe = write.maybe
 local remaining = util.remaining
 
 local _M = {}
@@ -91,7 +92,7 @@ local function leave(self, node, err, detail)
         end
     end
     client:delete_guaranteed(node, 0)
-    return nil, err, MAYBE_ADD
+    return maybe(err, MAYBE_ADD)
 end
 
 
@@ -114,7 +115,7 @@ local function join(self, dtext)
     end
     if not node then
         if unknown_outcome[err] then
-            return nil, err, MAYBE_ADD
+            return maybe(err, MAYBE_ADD)
         end
         return nil, err
     end
@@ -283,7 +284,7 @@ local function write_as_head(self, place, data, vstat)
     local unknown = lost_reply(self, merr, vstat.version, ops[1].data)
     if unknown then
         client:delete_guaranteed(node, 0)
-        return nil, merr, MAYBE
+        return maybe(merr, MAYBE)
     elseif unknown == nil and (not (results and results[1])
                                or (cas_err and cas_err ~= "runtimeinconsistency")) then
         return leave(self, node, merr)
@@ -320,7 +321,7 @@ function _M.add_in_line(self, delta)
             return consumed(self, node, mine)
         elseif not mine then
             -- our entry went without our delete: our session ended
-            return nil, mstat == "nonode" and "sessionexpired" or mstat, MAYBE_ADD
+            return maybe(mstat == "nonode" and "sessionexpired" or mstat, MAYBE_ADD)
         elseif not names then
             return leave(self, node, cerr)
         elseif not data then
@@ -393,7 +394,7 @@ function _M.add_in_turn(self, compute)
     else
         local unknown = lost_reply(self, merr, version, data)
         if unknown then
-            return nil, merr, MAYBE
+            return maybe(merr, MAYBE)
         elseif unknown == nil and cas_err ~= "runtimeinconsistency" and cas_err ~= "nonode" then
             return nil, merr
         end

@@ -33,6 +33,15 @@ _M.MAYBE = "the write may or may not have been applied"
 local MAYBE = _M.MAYBE
 
 
+--- nil, err, detail for a write whose outcome is unknown (detail: MAYBE or
+--- the like). Our own "timeout" says nothing was changed (README, Errors):
+--- for such a write it is "unknown".
+function _M.maybe(err, detail)
+    return nil, err == "timeout" and "unknown" or err, detail
+end
+local maybe = _M.maybe
+
+
 --- The encoded data of value `v` in the counter's format.
 function _M.encode(self, v)
     return self._format.encode(v)
@@ -231,7 +240,7 @@ function _M.update_fast(self, compute, no_line)
             else
                 local unknown = lost_reply(self, serr, version, data)
                 if unknown then
-                    return nil, serr, MAYBE
+                    return maybe(serr, MAYBE)
                 elseif unknown == nil and serr ~= "nonode" then
                     return nil, serr   -- (nonode: deleted, the next read creates it)
                 end

@@ -18,6 +18,10 @@
 --                new connections and ignore them. Leaving blackhole closes
 --                every connection that lost bytes (its stream is broken)
 --                and every ignored one.
+--   dropreplies [n]  forward client -> server, drop server -> client
+--                after n more chunks (default 0): requests reach the
+--                server, their replies are lost (new connections too).
+--                Leaving it closes every connection that lost bytes.
 --   refuse       accept new connections and reset them at once
 --   hang         accept new connections and leave them unanswered for
 --                good: leaving hang does not close them (ZooKeeper 3.8's
@@ -83,6 +87,7 @@ local function run(listen_port, target_host, target_port, control, owner)
     assert(files.write_file_atomic(control .. ".port", tostring(port)))
 
     local mode, delay, reply = "pass", 0, nil
+    local replies_left = 0    -- dropreplies: server chunks still forwarded
     local conns = {}
     local buf = ffi.new("uint8_t[?]", CHUNK)
     local linger0 = ffi.new("struct zkh_linger", 1, 0)
@@ -113,8 +118,10 @@ local function run(listen_port, target_host, target_port, control, owner)
         c.closed = true
     end
 
-    local function dropping(c)
+    -- Are bytes read from side i (1 client, 2 server) dropped?
+    local function dropping(c, i)
         return mode == "blackhole" or c.ignored
+            or mode == "dropreplies" and i == 2 and replies_left <= 0
     end
 
     local function accept_all(now)
@@ -165,9 +172,12 @@ local function run(listen_port, target_host, target_port, control, owner)
                 -- answer once, then close our side (settle) as soon as it is out
                 push(c.q[i], c.reply, now)
                 c.reply, c.eof[other] = nil, true
-            elseif dropping(c) then
+            elseif dropping(c, i) then
                 c.tainted = not c.ignored
             elseif c.fd[other] then
+                if mode == "dropreplies" and i == 2 then
+                    replies_left = replies_left - 1
+                end
                 push(c.q[other], ffi.string(buf, n), now + delay)
             end
         elseif n == 0 then
@@ -228,9 +238,11 @@ local function run(listen_port, target_host, target_port, control, owner)
 
     local function apply(cmd)
         local word, rest = cmd:match("^(%S+)%s*(.-)%s*$")
-        local was_blackhole = mode == "blackhole"
+        local old = mode
         if word == "pass" or word == "blackhole" or word == "refuse" or word == "hang" then
             mode, delay = word, 0
+        elseif word == "dropreplies" and (rest == "" or tonumber(rest)) then
+            mode, delay, replies_left = word, 0, tonumber(rest) or 0
         elseif word == "reply" and rest ~= "" then
             mode, delay = "reply", 0
             reply = rest:gsub("\\([rn\\])", { r = "\r", n = "\n", ["\\"] = "\\" })
@@ -245,7 +257,7 @@ local function run(listen_port, target_host, target_port, control, owner)
         else
             return nil, "error: unknown command '" .. tostring(cmd) .. "'"
         end
-        if was_blackhole and mode ~= "blackhole" then
+        if (old == "blackhole" or old == "dropreplies") and mode ~= old then
             for _, c in ipairs(conns) do
                 if (c.tainted or c.ignored) and not c.hung then
                     close_conn(c)
@@ -330,7 +342,7 @@ local function run(listen_port, target_host, target_port, control, owner)
                         ev = S.POLLOUT
                     else
                         local other = 3 - i
-                        if not c.eof[i] and (dropping(c)
+                        if not c.eof[i] and (dropping(c, i)
                                 or c.q[other].bytes < MAX_QUEUED) then
                             ev = bit.bor(ev, S.POLLIN)
                         end
@@ -546,6 +558,15 @@ end
 
 function Proxy:blackhole()
     return self:set("blackhole")
+end
+
+
+-- Requests reach the server, replies are dropped (see "dropreplies"),
+-- after `n` more chunks from the server (default 0).
+function Proxy:drop_replies(n)
+    assert(n == nil or type(n) == "number" and n >= 0 and n % 1 == 0,
+        "drop_replies: n must be nil or an integer >= 0")
+    return self:set(n and "dropreplies " .. n or "dropreplies")
 end
 
 
