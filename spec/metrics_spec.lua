@@ -282,6 +282,31 @@ describe("zkcoord.metrics #zk", function()
         proxy:stop()
     end)
 
+    it("counts a cohort's local and remote grants, and its holds", function()
+        local c = assert(zk.client())
+        local path = root .. "/lock-cohort"
+        local lock = c:lock(path, { cohort = true })
+        local order = {}
+        -- three coroutines of one process: the first joins the line, the
+        -- others are handed the node locally
+        for i = 1, 3 do
+            c:spawn(function()
+                assert(lock:acquire(5))
+                order[#order + 1] = i
+                c:waiter():sleep(0.05)
+                assert(lock:release())
+            end)
+        end
+        assert.is_true(c:run(10))
+        assert.equal(3, #order)
+        local bad, fam = check_exposition(metrics.prometheus(c))
+        assert.same({}, bad)
+        assert.equal(1, value_of(fam, "zkcoord_lock_cohort_handoffs_total", { path = path, kind = "remote" }))
+        assert.equal(2, value_of(fam, "zkcoord_lock_cohort_handoffs_total", { path = path, kind = "local" }))
+        assert.equal(3, value_of(fam, "zkcoord_lock_hold_seconds_count", { path = path }))
+        assert.is_true(value_of(fam, "zkcoord_lock_hold_seconds_sum", { path = path }) >= 0.1)
+    end)
+
     it("keeps the path label bounded", function()
         local reg = metrics.new { max_paths = 2 }
         for i = 1, 5 do
