@@ -1,0 +1,354 @@
+-- Service discovery against a real server and the real Curator
+-- (curator-x-discovery 5.4, one JVM for the file: spec/peers/
+-- CuratorDiscoveryPeer.java): each side finds what the other registered,
+-- payload included, and the JSON is byte-identical both ways; an instance
+-- goes with its session and comes back with the new one; views converge
+-- after a connection loss; Dubbo's provider nodes decode; provider
+-- strategies; bad arguments.
+local zk = require "helpers.zk"
+local proc = require "helpers.proc"
+local curator = require "helpers.curator"
+local tcpproxy = require "helpers.tcpproxy"
+local cjson = require "cjson.safe"
+
+-- The Curator peer: commands appended to a file, answers read from its log.
+local peer = {}
+
+function peer.start()
+    curator.compile("CuratorDiscoveryPeer")
+    local dir = zk.tmpdir()
+    peer.cmds, peer.log, peer.seen = dir .. "/discovery-cmds", dir .. "/discovery-peer.log", 0
+    assert(proc.write_file(peer.cmds, ""))
+    peer.pid = curator.spawn("CuratorDiscoveryPeer", { zk.hosts(), peer.cmds }, peer.log)
+    assert(peer.until_line("^ready$"), "Curator peer did not start: "
+                                       .. tostring(proc.read_file(peer.log)))
+end
+
+-- The log's lines after those already seen, up to the first matching
+-- `pattern` (included); nil if none comes within 30 s (a JVM under load).
+function peer.until_line(pattern)
+    local deadline = proc.now() + 30
+    repeat
+        local lines = {}
+        for l in (proc.read_file(peer.log) or ""):gmatch("([^\n]*)\n") do
+            lines[#lines + 1] = l
+        end
+        for i = peer.seen + 1, #lines do
+            if lines[i]:match("^error") then
+                peer.seen = i
+                error("Curator peer: " .. lines[i])
+            end
+            if lines[i]:match(pattern) then
+                local out = { unpack(lines, peer.seen + 1, i) }   -- luacheck: ignore 143
+                peer.seen = i
+                return out
+            end
+        end
+        proc.sleep(0.02)
+    until proc.now() >= deadline
+end
+
+function peer.run(answer, ...)
+    local f = assert(io.open(peer.cmds, "a"))
+    f:write(table.concat({ ... }, "\t"), "\n")
+    f:close()
+    return assert(peer.until_line(answer), "no answer to " .. (...))
+end
+
+-- Curator's view of a service: the JSON of each instance as Curator writes it.
+function peer.query(base, name)
+    local out = {}
+    for _, l in ipairs(peer.run("^end$", "query", base, name)) do
+        out[#out + 1] = l:match("^instance (.*)$")
+    end
+    return out
+end
+
+function peer.stop()
+    if peer.pid then
+        local f = io.open(peer.cmds, "a")
+        if f then f:write("quit\n") f:close() end
+        if not proc.wait_exit(peer.pid, 10) then proc.kill(peer.pid, "KILL") end
+        peer.pid = nil
+    end
+end
+
+describe("service_discovery", function()
+    local admin, c, root
+
+    setup(function()
+        peer.start()
+    end)
+
+    teardown(function()
+        peer.stop()
+        zk.close_clients()
+    end)
+
+    before_each(function()
+        admin = zk.admin()
+        root = zk.new_root("sd")
+        c = zk.client()
+    end)
+
+    after_each(function()
+        zk.close_clients()
+        zk.delete_tree(admin, root)
+    end)
+
+    it("finds an instance Curator registered, payload included, and writes its JSON as Curator did",
+       function()
+        local base = root .. "/services"
+        -- keys in sorted order: the order we write a payload's keys in
+        local payload = '{"a":"x/y","b":1.5,"c":[1,2],"d":"\\u00e9\\u0001","e":{"f":null}}'
+        peer.run("^registered", "register", base, "api", "j-1", "10.0.0.1", "8080", payload)
+        local sd = c:service_discovery(base)
+        assert.same({ "api" }, sd:names())
+        local list = assert(sd:instances("api"))
+        assert.equal(1, #list)
+        local inst = list[1]
+        assert.equal("j-1", inst.id)
+        assert.equal("api", inst.name)
+        assert.equal("10.0.0.1", inst.address)
+        assert.equal(8080, inst.port)
+        assert.is_nil(inst.sslPort)
+        assert.equal("DYNAMIC", inst.serviceType)
+        assert.is_true(inst.enabled)
+        assert.equal("number", type(inst.registrationTimeUTC))
+        assert.equal("java.util.LinkedHashMap", inst.payload["@class"])
+        assert.equal("x/y", inst.payload.a)
+        assert.equal(1.5, inst.payload.b)
+        assert.same({ 1, 2 }, inst.payload.c)
+        assert.equal("\195\169\1", inst.payload.d)
+        -- byte for byte: our JSON of what we read is what Curator wrote
+        local written = assert(admin:get(base .. "/api/j-1"))
+        local ours = require("zkcoord.discovery.curator").encode(inst, "unused")
+        assert.equal(written, ours)
+        -- the node is ephemeral, as Curator makes a DYNAMIC one
+        assert.truthy(select(2, admin:get(base .. "/api/j-1")).ephemeral_owner)
+        -- and the view sees it go
+        local seen = {}
+        assert(sd:on_change("api", function(l) seen[#seen + 1] = #l end))
+        assert.same({ 1 }, seen)
+        peer.run("^unregistered", "unregister", base, "api", "j-1")
+        assert.truthy(zk.wait_until(function() return seen[#seen] == 0 end, 10, c))
+        sd:close()
+    end)
+
+    it("registers an instance Curator finds, payload included, byte for byte", function()
+        local base = root .. "/services"
+        local sd = c:service_discovery(base)
+        local reg = sd:register{ name = "web", id = "z-1", address = "10.0.0.2", port = 81,
+                                 ssl_port = 443, uri_spec = "{scheme}://{address}:{port}/v1",
+                                 payload = { zone = "a", slash = "a/b", n = 3, f = 0.25,
+                                             list = { "x", "y" }, q = 'say "hi"\n' } }
+        assert(reg:wait(5))
+        local written = assert(admin:get(base .. "/web/z-1"))
+        assert.equal(('{"name":"web","id":"z-1","address":"10.0.0.2","port":81,"sslPort":443,'
+            .. '"payload":{"@class":"java.util.LinkedHashMap","f":0.25,"list":["x","y"],"n":3,'
+            .. '"q":"say \\"hi\\"\\n","slash":"a/b","zone":"a"},"registrationTimeUTC":%d,'
+            .. '"serviceType":"DYNAMIC","uriSpec":{"parts":[{"value":"scheme","variable":true},'
+            .. '{"value":"://","variable":false},{"value":"address","variable":true},'
+            .. '{"value":":","variable":false},{"value":"port","variable":true},'
+            .. '{"value":"/v1","variable":false}]}}'):format(reg:instance().registrationTimeUTC),
+            written)
+        local found = peer.query(base, "web")
+        assert.same({ written }, found)   -- Curator read it and writes the same bytes
+        -- a string payload, an update, and a persistent (PERMANENT) one
+        local reg2 = sd:register{ name = "web", id = "z-2", address = "h2", payload = "plain",
+                                  service_type = "PERMANENT" }
+        assert(reg2:wait(5))
+        assert(reg:update{ port = 82, payload = { zone = "b" } })
+        found = peer.query(base, "web")
+        table.sort(found)
+        assert.same({ (admin:get(base .. "/web/z-1")), (admin:get(base .. "/web/z-2")) }, found)
+        assert.truthy(found[1]:find('"port":82,', 1, true))
+        assert.truthy(found[2]:find('"payload":"plain",', 1, true))
+        assert.is_nil(select(2, admin:get(base .. "/web/z-2")).ephemeral_owner)
+        assert.equal(c:session_id(), select(2, admin:get(base .. "/web/z-1")).ephemeral_owner)
+        local mine = assert(sd:instances("web"))
+        assert.equal("plain", mine[2].payload)
+        assert.equal("{scheme}://{address}:{port}/v1", mine[1].uriSpec)
+        assert(reg:unregister())
+        assert(reg2:unregister())
+        assert.same({}, peer.query(base, "web"))
+        -- a disabled instance says so; Curator reads it
+        local reg3 = sd:register{ name = "web", id = "z-3", address = "h3", enabled = false }
+        assert(reg3:wait(5))
+        assert.truthy(assert(admin:get(base .. "/web/z-3")):find(',"enabled":false}$'))
+        assert.equal(1, #peer.query(base, "web"))
+        assert.is_false(sd:instances("web")[1].enabled)
+        sd:close()
+        assert.is_false(admin:exists(base .. "/web/z-3"))
+    end)
+
+    it("an instance goes with its session and is back with the new one", function()
+        local base = root .. "/services"
+        local sd = c:service_discovery(base)
+        local reg = sd:register{ name = "api", id = "mine", address = "10.0.0.3", port = 90 }
+        assert(reg:wait(5))
+        local w = zk.client { session_timeout = 10 }
+        local view = w:service_discovery(base)
+        local counts = {}
+        assert(view:on_change("api", function(l) counts[#counts + 1] = #l end))
+        assert.same({ 1 }, counts)
+        local sid = c:session_id()
+        assert(zk.expire_session(c))
+        -- the view saw it go (the old session's node) and come back (the new one's)
+        assert.truthy(zk.wait_until(function()
+            w:dispatch(0.02)
+            local stat = admin:exists(base .. "/api/mine")
+            return counts[#counts] == 1 and stat and stat.ephemeral_owner == c:session_id()
+        end, 10, c))
+        assert.not_equal(sid, c:session_id())
+        assert.truthy(#counts >= 3)
+        local found = peer.query(base, "api")
+        assert.equal(1, #found)
+        assert.equal("10.0.0.3", cjson.decode(found[1]).address)
+        assert.same({ { host = "10.0.0.3", port = 90, weight = 1 } }, view:nodes("api"))
+        view:close()
+        sd:close()
+    end)
+
+    it("a view converges after a connection loss", function()
+        local base = root .. "/services"
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, session_timeout = 6 }
+        local view = pc:service_discovery(base)
+        assert(view:watch("api"))
+        local sd = c:service_discovery(base)
+        local a = sd:register{ name = "api", id = "a", address = "h-a", port = 1 }
+        assert(a:wait(5))
+        assert.truthy(zk.wait_until(function() return #view:nodes("api") == 1 end, 5, pc))
+        local sid = pc:session_id()
+        proxy:blackhole()
+        assert.truthy(zk.wait_until(function() return pc:state() == "suspended" end, 6, pc))
+        assert(a:unregister())
+        local b = sd:register{ name = "api", id = "b", address = "h-b", port = 2,
+                               payload = { weight = 5 } }
+        assert(b:wait(5))
+        proxy:pass()
+        assert.truthy(zk.wait_until(function()
+            local n = view:nodes("api")
+            return pc:state() == "connected" and #n == 1 and n[1].host == "h-b"
+        end, 10, pc))
+        assert.equal(sid, pc:session_id())
+        assert.same({ { host = "h-b", port = 2, weight = 5, metadata = { weight = 5,
+                      ["@class"] = "java.util.LinkedHashMap" } } }, view:nodes("api"))
+        view:close()
+        pc:close()
+        proxy:stop()
+        sd:close()
+    end)
+
+    it("decodes Dubbo's provider nodes and keeps them current", function()
+        local dubbo_root = root .. "/dubbo"
+        local iface = "com.foo.Bar"
+        local providers = dubbo_root .. "/" .. iface .. "/providers"
+        assert(admin:create(providers, nil, { parents = true }))
+        assert(admin:create(dubbo_root .. "/" .. iface .. "/consumers"))
+        local function name(url)
+            return (url:gsub("[^%w%-_%.~]", function(ch) return ("%%%02X"):format(ch:byte()) end))
+        end
+        local n1 = name("dubbo://10.0.0.1:20880/com.foo.Bar?anyhost=true&application=demo"
+                        .. "&interface=com.foo.Bar&methods=a,b&timestamp=1700000000000"
+                        .. "&version=1.0.0&group=g1&weight=200")
+        local n2 = name("dubbo://10.0.0.2:20881/com.foo.Bar?interface=com.foo.Bar&disabled=true")
+        local n3 = name("tri://[::1]:50051/com.foo.Bar?interface=com.foo.Bar")
+        assert(admin:create(providers .. "/" .. n1, "10.0.0.1"))
+        assert(admin:create(providers .. "/" .. n2))
+        local sd = c:service_discovery(dubbo_root, { format = "dubbo" })
+        assert.same({ iface }, sd:names())
+        local list = assert(sd:instances(iface))
+        assert.equal(2, #list)
+        local first = list[1].address == "10.0.0.1" and list[1] or list[2]
+        assert.equal(n1, first.id)
+        assert.equal(iface, first.name)
+        assert.equal(20880, first.port)
+        assert.equal("dubbo", first.protocol)
+        assert.equal(200, first.weight)
+        assert.equal("1.0.0", first.payload.version)
+        assert.equal("g1", first.payload.group)
+        assert.equal("a,b", first.payload.methods)
+        assert.equal(1700000000000, first.registrationTimeUTC)
+        assert.is_true(first.enabled)
+        local second = first == list[1] and list[2] or list[1]
+        assert.is_false(second.enabled)
+        assert.equal(100, second.weight)
+        -- the view: disabled ones are not offered
+        local seen = {}
+        assert(sd:on_change(iface, function(l) seen[#seen + 1] = #l end))
+        assert.equal(1, #sd:nodes(iface))
+        assert.equal("10.0.0.1", sd:nodes(iface)[1].host)
+        assert(admin:create(providers .. "/" .. n3))
+        assert.truthy(zk.wait_until(function() return seen[#seen] == 3 end, 5, c))
+        local nodes = sd:nodes(iface)
+        table.sort(nodes, function(x, y) return x.host < y.host end)
+        assert.same({ "10.0.0.1", "::1" }, { nodes[1].host, nodes[2].host })
+        assert.equal(50051, nodes[2].port)
+        assert(admin:delete(providers .. "/" .. n1))
+        assert.truthy(zk.wait_until(function() return #sd:nodes(iface) == 1 end, 5, c))
+        assert.has_error(function() sd:register{ name = iface, address = "x" } end)
+        sd:close()
+    end)
+
+    it("providers pick by round robin, random, sticky and weight", function()
+        local base = root .. "/services"
+        local sd = c:service_discovery(base)
+        local regs = {}
+        for i, w in ipairs({ 1, 2, 3 }) do
+            regs["i" .. i] = sd:register{ name = "p", id = "i" .. i, address = "h" .. i, port = i,
+                                          payload = { weight = w } }
+            assert(regs["i" .. i]:wait(5))
+        end
+        local rr = assert(sd:provider("p"))
+        assert.equal(3, #sd:nodes("p"))
+        local ids = {}
+        for k = 1, 6 do ids[k] = rr:get().id end
+        assert.same({ "i1", "i2", "i3", "i1", "i2", "i3" }, ids)
+        local sticky = assert(sd:provider("p", { strategy = "sticky" }))
+        local s = sticky:get().id
+        for _ = 1, 5 do assert.equal(s, sticky:get().id) end
+        local random = assert(sd:provider("p", { strategy = "random" }))
+        for _ = 1, 20 do assert.truthy(random:get().id:match("^i[123]$")) end
+        local weighted = assert(sd:provider("p", { strategy = "weighted" }))
+        local count = { i1 = 0, i2 = 0, i3 = 0 }
+        for _ = 1, 60 do
+            local id = weighted:get().id
+            count[id] = count[id] + 1
+        end
+        assert.same({ i1 = 10, i2 = 20, i3 = 30 }, count)
+        -- the sticky one moves on when its instance goes
+        assert(regs[s]:unregister())
+        assert.truthy(zk.wait_until(function() return #sd:nodes("p") <= 2 end, 5, c))
+        assert.not_equal(s, sticky:get().id)
+        sd:close()
+        local empty = c:service_discovery(root .. "/none")
+        local p = assert(empty:provider("x"))
+        assert.same({ nil, "nonode" }, { p:get() })
+        assert.same({}, empty:nodes("x"))
+        assert.same({ nil, "invalid" }, { empty:nodes("y") })
+        empty:close()
+    end)
+
+    it("raises on bad arguments", function()
+        local sd = c:service_discovery(root)
+        assert.has_error(function() c:service_discovery("no-slash") end)
+        assert.has_error(function() c:service_discovery(root, { format = "eureka" }) end)
+        assert.has_error(function() c:service_discovery(root, { bogus = 1 }) end)
+        assert.has_error(function() sd:register() end)
+        assert.has_error(function() sd:register{ name = "a/b", address = "h" } end)
+        assert.has_error(function() sd:register{ name = "a", address = 5 } end)
+        assert.has_error(function() sd:register{ name = "a", address = "h", port = 70000 } end)
+        assert.has_error(function() sd:register{ name = "a", address = "h", port = 1.5 } end)
+        assert.has_error(function() sd:register{ name = "a", address = "h", payload = { [true] = 1 } }
+                         end)
+        assert.has_error(function() sd:register{ name = "a", address = "h", service_type = "X" } end)
+        assert.has_error(function() sd:register{ name = "a", address = "h", colour = "red" } end)
+        assert.has_error(function() sd:instances("") end)
+        assert.has_error(function() sd:on_change("a") end)
+        assert.has_error(function() sd:provider("a", { strategy = "fastest" }) end)
+        assert.has_error(function() sd.names({}) end)
+        assert.has_error(function() sd:nodes(nil) end)
+    end)
+end)
