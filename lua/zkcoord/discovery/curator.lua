@@ -26,24 +26,36 @@ local FIELDS = { "name", "id", "address", "port", "sslPort", "payload",
 _M.FIELDS = FIELDS
 
 --- Milliseconds since the epoch (registrationTimeUTC): nginx's clock in
---- nginx, the system's through LuaJIT's ffi, else whole seconds.
-local wall_ms
-do
-    local ngx = rawget(_G, "ngx")
+--- nginx, the system's through LuaJIT's ffi where it works, else whole
+--- seconds (the FFI is never required).
+local function seconds_ms()
+    return os.time() * 1000
+end
+
+local function ffi_ms()
     local ok, ffi = pcall(require, "ffi")
-    if ngx and ngx.now then
-        wall_ms = function() return floor(ngx.now() * 1000) end
-    elseif ok then
-        pcall(ffi.cdef, "struct zkcoord_timeval { long tv_sec; long tv_usec; };"
-                        .. "int gettimeofday(struct zkcoord_timeval *tv, void *tz);")
-        local tv = ffi.new("struct zkcoord_timeval")
-        wall_ms = function()
-            ffi.C.gettimeofday(tv, nil)
-            return tonumber(tv.tv_sec) * 1000 + floor(tonumber(tv.tv_usec) / 1000)
-        end
-    else
-        wall_ms = function() return os.time() * 1000 end
+    if not ok then
+        return nil
     end
+    pcall(ffi.cdef, "struct zkcoord_timeval { long tv_sec; long tv_usec; };")
+    pcall(ffi.cdef, "int gettimeofday(struct zkcoord_timeval *tv, void *tz);")
+    local made, tv = pcall(ffi.new, "struct zkcoord_timeval")
+    local function ms()
+        ffi.C.gettimeofday(tv, nil)
+        return tonumber(tv.tv_sec) * 1000 + floor(tonumber(tv.tv_usec) / 1000)
+    end
+    -- another module may have declared gettimeofday otherwise: then not ours
+    if made and pcall(ms) then
+        return ms
+    end
+end
+
+local wall_ms
+local ngx = rawget(_G, "ngx")
+if ngx and ngx.now then
+    wall_ms = function() return floor(ngx.now() * 1000) end
+else
+    wall_ms = ffi_ms() or seconds_ms
 end
 _M.wall_ms = wall_ms
 
