@@ -331,6 +331,31 @@ describe("service_discovery", function()
         empty:close()
     end)
 
+    it("zkcoord services lists the names, then one service's instances", function()
+        local base = root .. "/services"
+        local sd = c:service_discovery(base)
+        assert(sd:register{ name = "api", id = "a1", address = "10.0.0.9", port = 8080 }:wait(5))
+        assert(sd:register{ name = "api", id = "a2", address = "10.0.0.8", enabled = false }:wait(5))
+        assert(sd:register{ name = "web", id = "w1", address = "h" }:wait(5))
+        local function zkcoord(...)
+            local cmd = { "ZKCOORD_SERVERS=" .. zk.hosts() }
+            for k, v in pairs(zk.lua_env()) do cmd[#cmd + 1] = k .. "='" .. v .. "'" end
+            cmd[#cmd + 1] = "luajit bin/zkcoord"
+            for _, a in ipairs({ ... }) do cmd[#cmd + 1] = "'" .. a .. "'" end
+            local p = assert(io.popen(table.concat(cmd, " ") .. " 2>&1; echo \"rc=$?\""))
+            local out = p:read("*a")
+            p:close()
+            return out
+        end
+        assert.equal("api\t2\nweb\t1\nrc=0\n", zkcoord("services", base))
+        local out = zkcoord("services", base, "api")
+        assert.truthy(out:match("^a1\t10%.0%.0%.9\t8080\t%d+%.%ds\n"
+                                .. "a2\t10%.0%.0%.8\t%-\t%d+%.%ds\tdisabled\nrc=0\n$"), out)
+        assert.equal("rc=0\n", zkcoord("services", base, "none"))
+        assert.truthy(zkcoord("services", base, "a/b"):find("rc=64", 1, true))
+        sd:close()
+    end)
+
     it("raises on bad arguments", function()
         local sd = c:service_discovery(root)
         assert.has_error(function() c:service_discovery("no-slash") end)

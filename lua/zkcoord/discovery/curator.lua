@@ -144,6 +144,21 @@ local function field(v)
     return v
 end
 
+-- lua-cjson reads every number as a float: on 5.3+ the integral ones in a
+-- payload become integers again (what Jackson wrote as 3 reads as 3, not
+-- 3.0; a 3.0 reads as 3 too: JSON does not tell them apart for us).
+local function integers(v, depth)
+    if type(v) == "number" then
+        return tointeger(v) or v
+    end
+    if type(v) == "table" and depth < 100 then
+        for k, x in pairs(v) do
+            v[k] = integers(x, depth + 1)
+        end
+    end
+    return v
+end
+
 local instance_mt = { __name = "zkcoord.service_instance" }
 _M.instance_mt = instance_mt
 
@@ -157,6 +172,9 @@ function _M.decode(text)
     local inst = {}
     for _, k in ipairs(FIELDS) do
         inst[k] = field(v[k])
+    end
+    if rawget(math, "tointeger") then
+        inst.payload = integers(inst.payload, 0)
     end
     inst.uriSpec = uri_template(v.uriSpec)
     inst.enabled = v.enabled ~= false
