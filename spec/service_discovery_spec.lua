@@ -377,3 +377,147 @@ describe("service_discovery", function()
         assert.has_error(function() sd:nodes(nil) end)
     end)
 end)
+
+
+-- examples/openresty/gateway.lua as written, in 2 nginx workers: backends
+-- (nginx instances saying their name) registered by a luajit process each.
+describe("service_discovery in nginx #ngx", function()
+    local nginx = require "helpers.nginx"
+    local SESSION_TIMEOUT = zk.SESSION_TIMEOUT
+    local REGISTRAR = [[
+        local zkcoord = require "zkcoord"
+        local base, id, port, session_timeout = ...
+        local c = assert(zkcoord.connect { servers = os.getenv("ZK_HOSTS"),
+                                           session_timeout = tonumber(session_timeout) })
+        local reg = c:service_discovery(base):register{ name = "api", id = id,
+                                                        address = "127.0.0.1", port = tonumber(port) }
+        assert(reg:wait(10))
+        io.stdout:write("registered\n") io.stdout:flush()
+        local deadline = zkcoord.now() + 120      -- a forgotten registrar ends
+        while zkcoord.now() < deadline do c:dispatch(0.5) end
+    ]]
+    local root, gw, started = nil, nil, {}
+
+    local function backend(name)
+        local n = assert(nginx.start { workers = 1, vars = { NAME = name }, http = [[
+            server { listen 127.0.0.1:@PORT@; location / { return 200 "@NAME@\n"; } }
+        ]] })
+        started[#started + 1] = n
+        return n
+    end
+
+    -- A luajit process registering backend `n` as instance `id`; returns its
+    -- pid once registered.
+    local function registrar(id, n)
+        local log = zk.tmpdir() .. "/registrar-" .. id .. ".log"
+        local pid = assert(zk.spawn_lua(REGISTRAR, { root, id, n.port, SESSION_TIMEOUT }, log))
+        started[#started + 1] = pid
+        assert.truthy(zk.wait_until(function()
+            return (proc.read_file(log) or ""):find("registered", 1, true)
+        end, 15), "registrar " .. id .. ": " .. tostring(proc.read_file(log)))
+        return pid
+    end
+
+    -- Polls the gateway's /nodes until every worker's view, as text, is `want`;
+    -- returns the seconds it took (nil on timeout).
+    local function every_worker_sees(want, timeout)
+        local t0, seen = proc.now(), {}
+        repeat
+            local status, body = gw:get("/nodes?name=api", 2)
+            if status == 200 then
+                local pid, view = body:match("^(%d+) ?(.-)\n?$")
+                seen[tonumber(pid)] = view == want or nil
+            end
+            local all = true
+            for _, pid in ipairs(gw:worker_pids()) do all = all and seen[pid] end
+            if all then return proc.now() - t0 end
+            proc.sleep(0.005)
+        until proc.now() - t0 > timeout
+    end
+
+    local function bodies(n)
+        local count = {}
+        for _ = 1, n do
+            local status, body = gw:get("/api/", 5)
+            assert.equal(200, status)
+            count[body] = (count[body] or 0) + 1
+        end
+        return count
+    end
+
+    setup(function()
+        root = zk.new_root("gateway") .. "/services"
+        local repo = nginx.repo
+        gw = assert(nginx.start {
+            workers = 2,
+            env = { ZK_HOSTS = zk.hosts() },
+            vars = { BASE = root, SESSION_TIMEOUT = 10 },
+            lua_modules = { gateway = assert(proc.read_file(repo .. "/examples/openresty/gateway.lua")) },
+            http = [[
+                init_worker_by_lua_block {
+                    require("gateway").init_worker { servers = os.getenv("ZK_HOSTS"),
+                        session_timeout = @SESSION_TIMEOUT@, base = "@BASE@", services = { "api" } }
+                }
+                exit_worker_by_lua_block { require("zkcoord.ngx").exit_worker() }
+                upstream api {
+                    server 0.0.0.1;
+                    balancer_by_lua_block { require("gateway").balance("api") }
+                }
+                server {
+                    listen 127.0.0.1:@PORT@ reuseport;
+                    location /api/ {
+                        proxy_pass http://api/;
+                        proxy_next_upstream error timeout;
+                        proxy_connect_timeout 1s;
+                    }
+                    location = /nodes { content_by_lua_block { require("gateway").nodes() } }
+                }
+            ]],
+        })
+        started[#started + 1] = gw
+    end)
+
+    teardown(function()
+        for _, x in ipairs(started) do
+            if type(x) == "number" then
+                if proc.alive(x) then proc.kill(x, "KILL") end
+            else
+                x:destroy()
+            end
+        end
+    end)
+
+    it("balances over the instances, fails over at once, drops a dead instance within its "
+       .. "session timeout and takes a new one within a second", function()
+        local a, b = backend("A"), backend("B")
+        local ra = registrar("a", a)
+        registrar("b", b)
+        local both = ("127.0.0.1:%d/1 127.0.0.1:%d/1"):format(a.port, b.port)
+        assert.truthy(every_worker_sees(both, 15))
+        -- each worker takes turns on its own: both serve, in whatever split
+        local count = bodies(20)
+        assert.truthy(count["A\n"] and count["B\n"] and count["A\n"] + count["B\n"] == 20)
+        -- the instance dies: its process (kill -9) and its server
+        local t0 = proc.now()
+        proc.kill(ra, "KILL")
+        a:destroy()
+        -- meanwhile every request still succeeds: a refused connection goes to B
+        assert.same({ ["B\n"] = 10 }, bodies(10))
+        assert.truthy(every_worker_sees(("127.0.0.1:%d/1"):format(b.port), 3 * SESSION_TIMEOUT),
+                      "A still listed")
+        local gone = proc.now() - t0             -- from the kill
+        -- the server expires a session up to one tick (0.5 s) after its timeout,
+        -- counted from the last packet it heard; 1 s for a loaded machine
+        assert.truthy(gone <= SESSION_TIMEOUT + 0.5 + 1, ("A left after %.2f s"):format(gone))
+        -- a new instance: in every worker's choice within a second of its registration
+        local c = backend("C")
+        registrar("c", c)
+        local seen = every_worker_sees(("127.0.0.1:%d/1 127.0.0.1:%d/1")
+                                       :format(b.port, c.port), 1)
+        assert.truthy(seen, "C not seen by every worker within 1 s")
+        count = bodies(20)
+        assert.truthy(count["B\n"] and count["C\n"] and count["B\n"] + count["C\n"] == 20)
+        print(("\ngateway: dead instance out after %.2f s (session timeout %g s), "
+               .. "new one in every worker after %.3f s"):format(gone, SESSION_TIMEOUT, seen))
+    end)
+end)
