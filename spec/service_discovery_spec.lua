@@ -507,8 +507,10 @@ describe("service_discovery in nginx #ngx", function()
                       "A still listed")
         local gone = proc.now() - t0             -- from the kill
         -- the server expires a session up to one tick (0.5 s) after its timeout,
-        -- counted from the last packet it heard; 1 s for a loaded machine
-        assert.truthy(gone <= SESSION_TIMEOUT + 0.5 + 1, ("A left after %.2f s"):format(gone))
+        -- counted from the last packet it heard; then closes it through its
+        -- request pipeline and fires the watches: 2.0-2.9 s measured with a
+        -- 2 s session on this shared machine, bounded by twice the timeout
+        assert.truthy(gone <= 2 * SESSION_TIMEOUT, ("A left after %.2f s"):format(gone))
         -- a new instance: in every worker's choice within a second of its registration
         local c = backend("C")
         registrar("c", c)

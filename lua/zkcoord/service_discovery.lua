@@ -341,16 +341,6 @@ function _M:remove_on_change(name, fn)
     return false
 end
 
-local function enabled_of(view)
-    local out = {}
-    for _, inst in ipairs(view:instances()) do
-        if inst.enabled ~= false then
-            out[#out + 1] = inst
-        end
-    end
-    return out
-end
-
 --- An instance's weight: Dubbo's parameter, or the payload's "weight" field
 --- when it is a positive number, else 1.
 function _M.weight(inst)
@@ -363,7 +353,8 @@ end
 local weight = _M.weight
 
 --- `name`'s enabled instances from memory, in the shape of APISIX's
---- discovery modules: { { host =, port =, weight =, metadata = payload }, ... }.
+--- discovery modules: { { host =, port =, weight =, metadata = payload }, ... }
+--- (the same table until the next change: read it, do not change it).
 --- Never a round trip: nil, "invalid" until watch(name) (or on_change,
 --- provider) started the view.
 ---@return table[]|nil nodes, string? err "invalid" | "closed"
@@ -377,18 +368,13 @@ function _M:nodes(name)
     if not view then
         return nil, "invalid"
     end
-    local out = {}
-    for i, inst in ipairs(enabled_of(view)) do
-        out[i] = { host = inst.address, port = inst.port, weight = weight(inst),
-                   metadata = inst.payload }
-    end
-    return out
+    return view:nodes(weight)
 end
 
 local function view_lister(self, name)
     return function()
         local view = self._views[name]
-        return view and enabled_of(view) or {}
+        return view and view:enabled() or {}
     end
 end
 

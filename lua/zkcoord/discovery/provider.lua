@@ -27,6 +27,7 @@ function _M.new(list, weight, strategy)
         next_index = 0,        -- round robin
         stuck = nil,           -- sticky: the id we keep
         current = {},          -- weighted: id -> current weight
+        current_of = nil,      -- weighted: the list those are for
     }, mt)
 end
 
@@ -48,22 +49,30 @@ local function sticky(self, list)
 end
 
 -- nginx's ngx_http_upstream_get_peer: each gets its weight added, the
--- highest goes first and pays the total back.
+-- highest goes first and pays the total back. The current weights are
+-- kept per id; a new list (the view changed) drops those of ids gone.
 local function weighted(self, list)
-    local current, total, best = {}, 0, nil
+    local current = self.current
+    if self.current_of ~= list then
+        local kept = {}
+        for _, inst in ipairs(list) do
+            kept[inst.id] = current[inst.id] or 0
+        end
+        current, self.current, self.current_of = kept, kept, list
+    end
+    local total, best, best_c = 0, nil, nil
     for _, inst in ipairs(list) do
         local w = self.weight(inst)
-        local c = (self.current[inst.id] or 0) + w
+        local c = current[inst.id] + w
         current[inst.id] = c
         total = total + w
-        if w > 0 and (not best or c > current[best.id]) then
-            best = inst
+        if w > 0 and (not best or c > best_c) then
+            best, best_c = inst, c
         end
     end
     if best then
-        current[best.id] = current[best.id] - total
+        current[best.id] = best_c - total
     end
-    self.current = current       -- forgets instances that went
     return best
 end
 

@@ -27,14 +27,16 @@ local function new(client, name, on_update)
         name = name,
         on_update = on_update,   -- on_update(view) after every change, once loaded
         by_id = {},              -- id -> instance
-        list = nil,              -- sorted instances; nil: rebuild
+        list = nil,              -- sorted instances; nil: rebuild (so are the two below)
+        enabled_list = nil,      -- the enabled ones
+        nodes_list = nil,        -- the enabled ones in APISIX's shape
         source = nil,            -- the cache or the watch
         loaded = false,
     }, mt)
 end
 
 local function changed(self)
-    self.list = nil
+    self.list, self.enabled_list, self.nodes_list = nil, nil, nil
     if self.loaded then
         self.on_update(self)
     end
@@ -115,6 +117,37 @@ function _M:instances()
         self.list = list
     end
     return list
+end
+
+--- The enabled instances, sorted by id (shared as instances() is).
+function _M:enabled()
+    local out = self.enabled_list
+    if not out then
+        out = {}
+        for _, inst in ipairs(self:instances()) do
+            if inst.enabled ~= false then
+                out[#out + 1] = inst
+            end
+        end
+        self.enabled_list = out
+    end
+    return out
+end
+
+--- The enabled instances as { host =, port =, weight = weight(inst),
+--- metadata = payload } (shared as instances() is: a balancer asks per
+--- request, and the list changes far less often).
+function _M:nodes(weight)
+    local out = self.nodes_list
+    if not out then
+        out = {}
+        for i, inst in ipairs(self:enabled()) do
+            out[i] = { host = inst.address, port = inst.port, weight = weight(inst),
+                       metadata = inst.payload }
+        end
+        self.nodes_list = out
+    end
+    return out
 end
 
 function _M:close()
