@@ -19,27 +19,38 @@ local _M = {}
 local sd             -- this worker's service_discovery
 local providers = {} -- service name -> provider (weights honoured)
 
+-- Makes the views not made yet; those that fail (ZooKeeper unreachable at
+-- start) are tried again a second later, for as long as the worker runs.
+local function start_views(premature, opts)
+    if premature then return end         -- the worker is exiting
+    local c, err = zn.client()
+    if not c then
+        ngx.log(ngx.ERR, "gateway: no ZooKeeper client: ", err, "; again in 1 s")
+        ngx.timer.at(1, start_views, opts)
+        return
+    end
+    sd = sd or c:service_discovery(opts.base)
+    local missing = false
+    for _, name in ipairs(opts.services) do
+        if not providers[name] then
+            local p, perr = sd:provider(name, { strategy = "weighted" })
+            providers[name] = p
+            if not p then
+                missing = true
+                ngx.log(ngx.ERR, "gateway: no view of ", name, ": ", perr, "; again in 1 s")
+            end
+        end
+    end
+    if missing then
+        ngx.timer.at(1, start_views, opts)
+    end
+end
+
 -- Starts the worker's session and one view per service, in a timer:
 -- init_worker cannot wait, and the views' first load does.
 function _M.init_worker(opts)
     zn.init_worker { servers = opts.servers, session_timeout = opts.session_timeout }
-    ngx.timer.at(0, function(premature)
-        if premature then return end
-        local c, err = zn.client()
-        if not c then
-            ngx.log(ngx.ERR, "gateway: no ZooKeeper client: ", err)
-            return
-        end
-        sd = c:service_discovery(opts.base)
-        for _, name in ipairs(opts.services) do
-            local p, perr = sd:provider(name, { strategy = "weighted" })
-            if p then
-                providers[name] = p
-            else
-                ngx.log(ngx.ERR, "gateway: no view of ", name, ": ", perr)
-            end
-        end
-    end)
+    ngx.timer.at(0, start_views, opts)
 end
 
 -- balancer_by_lua: one instance per try, from memory. The first try allows
