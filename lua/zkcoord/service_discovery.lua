@@ -342,7 +342,7 @@ function _M:remove_on_change(name, fn)
 end
 
 --- An instance's weight: Dubbo's parameter, or the payload's "weight" field
---- when it is a positive number, else 1.
+--- when it is a number >= 0, else 1.
 function _M.weight(inst)
     local w = inst.weight
     if w == nil and type(inst.payload) == "table" then

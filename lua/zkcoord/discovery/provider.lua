@@ -1,6 +1,5 @@
 --- zkcoord.discovery.provider: picks one instance of a service (Curator's
---- ServiceProvider and its ProviderStrategy) (internal; made by
---- sd:provider(name, opts)).
+--- ServiceProvider and its ProviderStrategy); made by sd:provider(name, opts).
 --
 -- Strategies: "round_robin" (Curator's RoundRobinStrategy: the next one
 -- in id order), "random" (RandomStrategy), "sticky" (StickyStrategy over
