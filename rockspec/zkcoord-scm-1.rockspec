@@ -28,6 +28,10 @@ throwaway ZooKeeper servers and ensembles for your own specs.
 supported_platforms = { "unix" }
 dependencies = {
    "lua >= 5.1, < 5.5",
+   -- zkcoord.service_discovery reads Curator's JSON with it. OpenResty and
+   -- Debian (lua-cjson) ship it outside luarocks: tell luarocks so with
+   -- rocks_provided = { ["lua-cjson"] = "2.1.0-1" } (README, Install).
+   "lua-cjson >= 2.1.0",
 }
 external_dependencies = {
    ZOOKEEPER = {

@@ -13,6 +13,8 @@ pkgs=(
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
+  libcurator-discovery-java   # spec/service_discovery_spec.lua: Curator's ServiceDiscovery
+  lua-cjson   # zkcoord.service_discovery reads Curator's JSON
   python3-kazoo   # spec/work_queue_spec.lua: kazoo's LockingQueue takes our items
 )
 # javac for the Curator peer: any JDK will do (this machine kind may ship one)

@@ -98,6 +98,7 @@ local RECIPES = {
     partitioner = "zkcoord.partitioner",
     multi_lock = "zkcoord.multi_lock",
     cache = "zkcoord.cache",
+    service_discovery = "zkcoord.service_discovery",
 }
 
 for method, modname in pairs(RECIPES) do

@@ -34,8 +34,8 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- them, like those of zkcoord/<name>.lua, are passed over when an error
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
-_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, line = true,
-               testing = true, wait = true, ["wait/ngx"] = true }
+_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, discovery = true,
+               line = true, testing = true, wait = true, ["wait/ngx"] = true }
 local SUBDIRS = _M.SUBDIRS
 
 

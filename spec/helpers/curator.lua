@@ -7,7 +7,9 @@ local _M = {}
 
 local JAVA_DIR = "/usr/share/java"
 local JARS = { "curator-framework", "curator-recipes", "curator-client", "zookeeper",
-               "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop" }
+               "zookeeper-jute", "guava", "slf4j-api", "slf4j-nop",
+               -- CuratorDiscoveryPeer: ServiceDiscovery and its JSON
+               "curator-x-discovery", "jackson-databind", "jackson-core", "jackson-annotations" }
 
 local classpath   -- once compiled: the class directory and the jars
 
@@ -20,7 +22,7 @@ function _M.compile(...)
     for _, j in ipairs(JARS) do
         local jar = JAVA_DIR .. "/" .. j .. ".jar"
         local f = io.open(jar, "rb")
-        assert(f, jar .. " missing: scripts/install-deps.sh installs libcurator-recipes-java")
+        assert(f, jar .. " missing: scripts/install-deps.sh installs libcurator-*-java")
         f:close()
         parts[#parts + 1] = jar
     end

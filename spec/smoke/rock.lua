@@ -64,6 +64,8 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.cache.tree",
     "zkcoord.watch", "zkcoord.barrier", "zkcoord.double_barrier", "zkcoord.work_queue",
     "zkcoord.owned_node", "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
+    "zkcoord.service_discovery", "zkcoord.discovery.json", "zkcoord.discovery.curator",
+    "zkcoord.discovery.dubbo", "zkcoord.discovery.provider", "zkcoord.discovery.view",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
     "zkcoord.cli.once", "zkcoord.cli.sys", "zkcoord.cli.verbs",
@@ -326,6 +328,22 @@ check("zkcoord.testing: a throwaway server, a restart, an expired session, a cut
     local f = io.open(dir .. "/zoo.cfg")
     if f then f:close() end
     expect(f == nil, "its dir is gone")
+end)
+
+check("service_discovery: Curator's JSON (lua-cjson), integers stay integers", function()
+    local sd = client:service_discovery(base .. "/sd")
+    local reg = sd:register{ name = "api", id = "i1", address = "h", port = 8080,
+                             payload = { n = 3, f = 0.5 } }
+    expect(reg:wait(5), "register")
+    local data = client:get(base .. "/sd/api/i1")
+    expect(data:find('"port":8080,"sslPort":null,"payload":{"@class":"java.util.LinkedHashMap",'
+                     .. '"f":0.5,"n":3},"registrationTimeUTC":', 1, true), "JSON", data)
+    local inst = sd:instances("api")[1]
+    expect_integer(inst.port, "port")
+    expect_integer(inst.registrationTimeUTC, "registrationTimeUTC")
+    expect(inst.registrationTimeUTC > 1.5e12, "registrationTimeUTC in ms", inst.registrationTimeUTC)
+    expect_integer(inst.payload.n, "payload.n")
+    sd:close()
 end)
 
 check("cleanup and close", function()

@@ -22,6 +22,7 @@ usage: zkcoord [--servers HOSTS] [--session-timeout S] [--connect-timeout S]
   tree    PATH
   watch   [--children] PATH
   counter PATH [add N | set N]
+  services [--dubbo] BASE [NAME]
 
 Servers: --servers, else $ZKCOORD_SERVERS, else 127.0.0.1:2181.
 `zkcoord VERB --help` (or `zkcoord help VERB`) describes a verb;
@@ -170,6 +171,16 @@ usage: zkcoord counter PATH [add N | set N]
 
 Prints the counter's value (after adding N, or setting it to N). The node
 holds a decimal integer; it is created (with 0) on first use.
+]],
+    services = [[
+usage: zkcoord services [--dubbo] BASE [NAME]
+
+Lists the services registered under BASE in Curator's ServiceDiscovery
+layout (BASE/NAME/ID, JSON), one NAME<tab>INSTANCES a line; with NAME,
+that service's instances, tab-separated:
+  ID  ADDRESS  PORT  AGE  [disabled]
+AGE is the time since the instance's registrationTimeUTC. --dubbo: Dubbo's
+registry (BASE /dubbo, NAME an interface, its providers).
 ]],
 }
 _M.HELP.help = _M.USAGE

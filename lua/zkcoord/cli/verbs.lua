@@ -8,6 +8,7 @@ local args_mod = require "zkcoord.cli.args"
 local session = require "zkcoord.cli.session"
 local show = require "zkcoord.cli.show"
 local locks = require "zkcoord.cli.locks"
+local services = require "zkcoord.cli.services"
 
 local usage, fail, note = ex.usage, ex.fail, ex.note
 local join, utc, fmt_number = show.join, show.utc, show.fmt_number
@@ -22,10 +23,11 @@ local OPTIONS = {
     ls = { ["-l"] = "flag" },
     watch = { ["--children"] = "flag" },
     locks = { ["--json"] = "flag" },
+    services = { ["--dubbo"] = "flag" },
 }
 
 -- The operands each verb takes, { min, max } (1 for the others).
-local OPERANDS = { set = { 2, 2 }, create = { 1, 2 }, counter = { 1, 3 } }
+local OPERANDS = { set = { 2, 2 }, create = { 1, 2 }, counter = { 1, 3 }, services = { 1, 2 } }
 
 local function delete_tree(c, path)
     local names, err, detail = c:children(path)
@@ -172,6 +174,10 @@ function RUN.locks(c, v)
     locks.print(c, v.path, v.o.json, v.out)
 end
 
+function RUN.services(c, v)
+    services.print(c, v.path, v.ops[2], v.o.dubbo)
+end
+
 -- Prints the node's data (or its children) on every change until a signal.
 function RUN.watch(c, v)
     local path, out = v.path, v.out
@@ -199,7 +205,8 @@ function RUN.watch(c, v)
     w:cancel()
 end
 
-_M.NAMES = { "locks", "get", "set", "create", "rm", "ls", "stat", "tree", "watch", "counter" }
+_M.NAMES = { "locks", "get", "set", "create", "rm", "ls", "stat", "tree", "watch", "counter",
+             "services" }
 
 -- Is `n` (a string) an integer a double holds exactly, within
 -- +-(2^53-1) as the counter takes it? Compared as digits: tonumber
