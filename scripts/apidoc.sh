@@ -61,7 +61,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # first).
 internal_modules="util client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format wait/ngx/ticker cli cli/sys compat
-  discovery/json discovery/curator discovery/dubbo discovery/view"
+  discovery/json discovery/curator discovery/dubbo discovery/view owned_node
+  testing/files testing/proc testing/socket"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"
