@@ -511,6 +511,47 @@ describe("argument checks #zk", function()
             assert.same({ "pn" }, zk.admin():children(root))
         end)
 
+        it("a finite timeout above 600 is milliseconds by mistake: raises (issue 28.7)",
+           function()
+            -- lock:acquire(5000) waited 83 minutes. The waiter's primitives
+            -- (sleep, an event's or a future's wait: entries 1-3) take any
+            -- number >= 0: the library's own waits pass sums of bounds there.
+            -- First a wait that returns at once if taken (a free lock): the
+            -- others would wait for their 5000 s.
+            raises_here("bad argument #1 to 'acquire' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() local _ = c:lock("/free"):acquire(5000) end)
+            for i, wait in ipairs(waits()) do
+                local name, n, call = wait[1], wait[2], wait[3]
+                if i > 3 then
+                    for _, v in ipairs({ 5000, 600.5, 1e300, 2 ^ 63 }) do
+                        raises_here(("bad argument #%d to '%s' (timeout = %.17g is over 600: "
+                                     .. "seconds, not milliseconds (math.huge: no limit))")
+                                    :format(n, name, v), function() local _ = call(v) end)
+                    end
+                end
+            end
+            -- nothing was made by a refused call
+            zk.admin():sync(root)
+            assert.same({ "pn" }, zk.admin():children(root))
+            -- 600 itself is a timeout; a run's and a process's too
+            assert.is_true(c:lock("/l600"):acquire(600))
+            raises_here("bad argument #2 to 'run' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:lock("/l600"):run(function() end, 5000) end)
+            raises_here("bad argument #2 to 'process' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:work_queue("/wq"):process(function() end, 5000) end)
+            raises_here("bad argument #2 to 'delete' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:delete("/x", { recursive = true, timeout = 5000 }) end)
+            -- the primitives take more: they return when what they wait for comes
+            assert.is_table(c:send("exists", "/"):wait(5000))
+            local ev = c:waiter():event()
+            ev:set()
+            assert.is_true(ev:wait(5000))
+        end)
+
         it("math.huge is no limit: each wait ends when what it waits for happens", function()
             local got = {}
             for i, wait in ipairs(waits()) do
