@@ -606,6 +606,86 @@ describe("argument checks #zk", function()
         end)
     end)
 
+    describe("input gaps of the fault run (issue 28.7)", function()
+        it("delete's recursive flag is a boolean, as create's flags", function()
+            assert(c:create("/d/x", "", { parents = true }))
+            for _, v in ipairs({ "yes", "no", 1, 0, {}, ffi.cast("void *", nil) }) do
+                raises_here(("bad argument #2 to 'delete' (recursive must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:delete("/d", { recursive = v }) end)
+                raises_here(("bad argument #2 to 'delete' (recursive must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:send("delete", "/d", { recursive = v }) end)
+            end
+            assert.is_true(c:exists("/d/x") ~= false)
+            assert.same({ nil, "notempty" }, { c:delete("/d", { recursive = false }) })
+            assert.is_true(c:delete("/d", { recursive = true }))
+            assert.is_false(c:exists("/d"))
+        end)
+
+        it("cohort_time is a duration: above 600 raises, as other durations", function()
+            for _, ctor in ipairs({ "lock", "rwlock" }) do
+                for _, v in ipairs({ 1e9, 600.5, HUGE }) do
+                    local msg = v == HUGE
+                        and "cohort_time must be at most 600 seconds (math.huge is no limit only "
+                            .. "for timeouts)"
+                        or ("cohort_time = %.17g is over 600: seconds, not milliseconds"):format(v)
+                    raises_here(("bad argument #2 to '%s' (%s)"):format(ctor, msg),
+                                function() c[ctor](c, "/l", { cohort = true, cohort_time = v }) end)
+                end
+                for _, v in ipairs({ -1, NAN, "1", {} }) do
+                    raises_here(("bad argument #2 to '%s' (cohort_time must be a number of "
+                                 .. "seconds >= 0)"):format(ctor),
+                                function() c[ctor](c, "/l", { cohort = true, cohort_time = v }) end)
+                end
+                -- 0 (no time bound) and 600 are fine
+                c[ctor](c, "/l", { cohort = true, cohort_time = 0 })
+                c[ctor](c, "/l", { cohort = true, cohort_time = 600 })
+            end
+        end)
+
+        it("the cohort_* options need cohort = true (they were ignored)", function()
+            for _, ctor in ipairs({ "lock", "rwlock" }) do
+                for _, on in ipairs({ false, "nil" }) do
+                    for k, v in pairs({ cohort_handoffs = 3, cohort_time = 0.5 }) do
+                        local opts = { [k] = v }
+                        if on ~= "nil" then
+                            opts.cohort = on
+                        end
+                        raises_here(("bad argument #2 to '%s' (%s needs cohort = true)")
+                                    :format(ctor, k),
+                                    function() c[ctor](c, "/l", opts) end)
+                    end
+                end
+                raises_here(("bad argument #2 to '%s' (cohort must be a boolean)"):format(ctor),
+                            function() c[ctor](c, "/l", { cohort = "yes" }) end)
+                raises_here(("bad argument #2 to '%s' (cohort_handoffs must be an integer >= 0)")
+                            :format(ctor),
+                            function() c[ctor](c, "/l", { cohort = true, cohort_handoffs = NAN }) end)
+                c[ctor](c, "/l", { cohort = false })
+                c[ctor](c, "/l", { cohort = true, cohort_handoffs = 0, cohort_time = 0.5 })
+            end
+            -- a multi-lock passes its options to its locks
+            raises_here("bad argument #2 to 'lock' (cohort_handoffs needs cohort = true)",
+                        function() c:multi_lock({ "/a", "/b" }, { cohort_handoffs = 3 }) end)
+        end)
+
+        it("cohort.number refuses what is not a token pair", function()
+            local cohort = require "zkcoord.cohort"
+            for _, z in ipairs({ -1, -HUGE, NAN, HUGE, 1.5, "5", {}, ffi.new("int64_t", 5) }) do
+                raises_here("bad argument #1 to 'number' (czxid must be an integer >= 0)",
+                            function() cohort.number(z, 0) end)
+            end
+            for _, n in ipairs({ -1, 4096, 1e9, NAN, HUGE, 0.5, "3", nil }) do
+                raises_here("bad argument #2 to 'number' (n must be an integer from 0 to 4095)",
+                            function() cohort.number(5, n) end)
+            end
+            assert.equal(5 * 4096 + 4095, cohort.number(5, 4095))
+            assert.equal(0, cohort.number(0, 0))
+            assert.is_nil(cohort.number(2 ^ 41, 0))
+        end)
+    end)
+
     describe("connect: the servers, chroot and durations (issues 21.5, 24.6)", function()
         local bad = bad_connect
 

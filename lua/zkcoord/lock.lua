@@ -93,9 +93,7 @@ function _M.new(client, path, opts, driver, pick)
     if pick ~= nil and type(pick) ~= "function" then
         argerror(5, "lock", "pick must be a function or nil")
     end
-    if opts.cohort ~= nil then
-        cohort.check_opts(opts, argerror)
-    end
+    cohort.check_opts(opts, "lock")
     return setmetatable({
         client = client,
         path = path,

@@ -44,6 +44,9 @@ end
 
 local ENSURE_KEYS = { "container", "acl", "timeout" }
 local DELETE_KEYS = { "version", "recursive", "timeout" }
+-- A boolean or nil, as create's flags: { recursive = "no" } is refused, not
+-- taken for true.
+local DELETE_FLAGS = { "recursive" }
 
 -- Worth another try besides the transient errors, until the deadline: an
 -- ancestor deleted between our creates (ensure_path), a child created
@@ -162,6 +165,7 @@ end
 function M.send_delete(self, path, opts)
     check_path(path, "delete", 1)
     opts = util.check_opts(opts, DELETE_KEYS, "delete", 2)
+    checks.check_flags(opts, DELETE_FLAGS, "delete", 2)
     local version = check_version(opts.version, "delete", 2)
     local timeout = util.check_timeout(opts.timeout, "delete", 2)
     if not opts.recursive then
