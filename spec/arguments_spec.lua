@@ -670,6 +670,43 @@ describe("argument checks #zk", function()
                         function() c:multi_lock({ "/a", "/b" }, { cohort_handoffs = 3 }) end)
         end)
 
+        it("lock's reentrant is a boolean ('no' was taken for true)", function()
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here("bad argument #2 to 'lock' (reentrant must be a boolean)",
+                            function() c:lock("/l", { reentrant = v }) end)
+                raises_here("bad argument #2 to 'lock' (reentrant must be a boolean)",
+                            function() c:multi_lock({ "/a", "/b" }, { reentrant = v }) end)
+            end
+            local l = c:lock("/l", { reentrant = false })
+            assert.is_true(l:acquire(5))
+            local ok, err = l:acquire(0)
+            assert.is_nil(ok)
+            assert.equal("invalid", err)
+            assert.is_true(l:release())
+        end)
+
+        it("election run's rejoin is a boolean ('no' was taken for true)", function()
+            local e = c:election("/e")
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here("bad argument #2 to 'run' (rejoin must be a boolean)",
+                            function() e:run(function() end, { rejoin = v }) end)
+            end
+            zk.admin():sync(root)
+            assert.same({}, zk.admin():children(root))    -- no campaign
+            assert.same({ true, 1 }, { e:run(function() return true, 1 end, { rejoin = false }) })
+        end)
+
+        it("ensure_path's container is a boolean ('no' made containers)", function()
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here(("bad argument #2 to 'ensure_path' (container must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:ensure_path("/c/d", { container = v }) end)
+            end
+            assert.is_false(c:exists("/c"))
+            assert.is_true(c:ensure_path("/c/d", { container = false }))
+            assert.is_table(c:exists("/c/d"))
+        end)
+
         it("cohort.number refuses what is not a token pair", function()
             local cohort = require "zkcoord.cohort"
             for _, z in ipairs({ -1, -HUGE, NAN, HUGE, 1.5, "5", {}, ffi.new("int64_t", 5) }) do

@@ -580,6 +580,8 @@ function _M:run(fn, opts)
     local rejoin = opts.rejoin
     if rejoin == nil then
         rejoin = self.rejoin
+    elseif type(rejoin) ~= "boolean" then
+        argerror(2, "run", "rejoin must be a boolean")   -- "no" was taken for true
     end
     local rounds = 0
     while true do

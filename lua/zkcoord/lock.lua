@@ -86,6 +86,9 @@ function _M.new(client, path, opts, driver, pick)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         argerror(2, "lock", "data must be a string")
     end
+    if opts.reentrant ~= nil and type(opts.reentrant) ~= "boolean" then
+        argerror(2, "lock", "reentrant must be a boolean")   -- "no" was taken for true
+    end
     driver = driver or LOCK
     if not line.is_driver(driver) then
         argerror(4, "lock", "driver must be a zkcoord.line driver")

@@ -43,6 +43,7 @@ local function all_done(fs, deadline, fine)
 end
 
 local ENSURE_KEYS = { "container", "acl", "timeout" }
+local ENSURE_FLAGS = { "container" }
 local DELETE_KEYS = { "version", "recursive", "timeout" }
 -- A boolean or nil, as create's flags: { recursive = "no" } is refused, not
 -- taken for true.
@@ -88,6 +89,7 @@ function _M:ensure_path(path, opts)
     check_self(self, "ensure_path")
     check_path(path, "ensure_path", 1)
     opts = util.check_opts(opts, ENSURE_KEYS, "ensure_path", 2)
+    checks.check_flags(opts, ENSURE_FLAGS, "ensure_path", 2)    -- "no" made containers
     local acl_entries = opts.acl and acl.normalize(opts.acl, "ensure_path", 2) or self._acl
     local timeout = util.check_timeout(opts.timeout, "ensure_path", 2)
     local deadline = now() + (timeout or self:request_timeout())
