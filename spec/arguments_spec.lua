@@ -707,6 +707,15 @@ describe("argument checks #zk", function()
             assert.is_table(c:exists("/c/d"))
         end)
 
+        it("client:retry's deadline is a number, not NaN", function()
+            local n = 0
+            local function flaky() n = n + 1; return nil, "connectionloss" end
+            raises_here("bad argument #1 to 'retry' (deadline must be a number (a zkcoord.now() "
+                        .. "time) or nil)", function() c:retry(NAN, flaky) end)
+            assert.equal(0, n)     -- refused before the first try
+            assert.same({ nil, "timeout" }, { c:retry(zkcoord.now() + 0.2, flaky) })
+        end)
+
         it("cohort.number refuses what is not a token pair", function()
             local cohort = require "zkcoord.cohort"
             for _, z in ipairs({ -1, -HUGE, NAN, HUGE, 1.5, "5", {}, ffi.new("int64_t", 5) }) do
