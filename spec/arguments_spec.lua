@@ -511,6 +511,47 @@ describe("argument checks #zk", function()
             assert.same({ "pn" }, zk.admin():children(root))
         end)
 
+        it("a finite timeout above 600 is milliseconds by mistake: raises (issue 28.7)",
+           function()
+            -- lock:acquire(5000) waited 83 minutes. The waiter's primitives
+            -- (sleep, an event's or a future's wait: entries 1-3) take any
+            -- number >= 0: the library's own waits pass sums of bounds there.
+            -- First a wait that returns at once if taken (a free lock): the
+            -- others would wait for their 5000 s.
+            raises_here("bad argument #1 to 'acquire' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() local _ = c:lock("/free"):acquire(5000) end)
+            for i, wait in ipairs(waits()) do
+                local name, n, call = wait[1], wait[2], wait[3]
+                if i > 3 then
+                    for _, v in ipairs({ 5000, 600.5, 1e300, 2 ^ 63 }) do
+                        raises_here(("bad argument #%d to '%s' (timeout = %.17g is over 600: "
+                                     .. "seconds, not milliseconds (math.huge: no limit))")
+                                    :format(n, name, v), function() local _ = call(v) end)
+                    end
+                end
+            end
+            -- nothing was made by a refused call
+            zk.admin():sync(root)
+            assert.same({ "pn" }, zk.admin():children(root))
+            -- 600 itself is a timeout; a run's and a process's too
+            assert.is_true(c:lock("/l600"):acquire(600))
+            raises_here("bad argument #2 to 'run' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:lock("/l600"):run(function() end, 5000) end)
+            raises_here("bad argument #2 to 'process' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:work_queue("/wq"):process(function() end, 5000) end)
+            raises_here("bad argument #2 to 'delete' (timeout = 5000 is over 600: seconds, not "
+                        .. "milliseconds (math.huge: no limit))",
+                        function() c:delete("/x", { recursive = true, timeout = 5000 }) end)
+            -- the primitives take more: they return when what they wait for comes
+            assert.is_table(c:send("exists", "/"):wait(5000))
+            local ev = c:waiter():event()
+            ev:set()
+            assert.is_true(ev:wait(5000))
+        end)
+
         it("math.huge is no limit: each wait ends when what it waits for happens", function()
             local got = {}
             for i, wait in ipairs(waits()) do
@@ -562,6 +603,132 @@ describe("argument checks #zk", function()
             assert.equal("/e", (c:create("/e", "", { ephemeral = true })))
             assert.equal("/p/f", (c:create("/p/f", "", { parents = "persistent" })))
             assert.equal("/q/f", (c:create("/q/f", "", { parents = true })))
+        end)
+    end)
+
+    describe("input gaps of the fault run (issue 28.7)", function()
+        it("delete's recursive flag is a boolean, as create's flags", function()
+            assert(c:create("/d/x", "", { parents = true }))
+            for _, v in ipairs({ "yes", "no", 1, 0, {}, ffi.cast("void *", nil) }) do
+                raises_here(("bad argument #2 to 'delete' (recursive must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:delete("/d", { recursive = v }) end)
+                raises_here(("bad argument #2 to 'delete' (recursive must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:send("delete", "/d", { recursive = v }) end)
+            end
+            assert.is_true(c:exists("/d/x") ~= false)
+            assert.same({ nil, "notempty" }, { c:delete("/d", { recursive = false }) })
+            assert.is_true(c:delete("/d", { recursive = true }))
+            assert.is_false(c:exists("/d"))
+        end)
+
+        it("cohort_time is a duration: above 600 raises, as other durations", function()
+            for _, ctor in ipairs({ "lock", "rwlock" }) do
+                for _, v in ipairs({ 1e9, 600.5, HUGE }) do
+                    local msg = v == HUGE
+                        and "cohort_time must be at most 600 seconds (math.huge is no limit only "
+                            .. "for timeouts)"
+                        or ("cohort_time = %.17g is over 600: seconds, not milliseconds"):format(v)
+                    raises_here(("bad argument #2 to '%s' (%s)"):format(ctor, msg),
+                                function() c[ctor](c, "/l", { cohort = true, cohort_time = v }) end)
+                end
+                for _, v in ipairs({ -1, NAN, "1", {} }) do
+                    raises_here(("bad argument #2 to '%s' (cohort_time must be a number of "
+                                 .. "seconds >= 0)"):format(ctor),
+                                function() c[ctor](c, "/l", { cohort = true, cohort_time = v }) end)
+                end
+                -- 0 (no time bound) and 600 are fine
+                c[ctor](c, "/l", { cohort = true, cohort_time = 0 })
+                c[ctor](c, "/l", { cohort = true, cohort_time = 600 })
+            end
+        end)
+
+        it("the cohort_* options need cohort = true (they were ignored)", function()
+            for _, ctor in ipairs({ "lock", "rwlock" }) do
+                for _, on in ipairs({ false, "nil" }) do
+                    for k, v in pairs({ cohort_handoffs = 3, cohort_time = 0.5 }) do
+                        local opts = { [k] = v }
+                        if on ~= "nil" then
+                            opts.cohort = on
+                        end
+                        raises_here(("bad argument #2 to '%s' (%s needs cohort = true)")
+                                    :format(ctor, k),
+                                    function() c[ctor](c, "/l", opts) end)
+                    end
+                end
+                raises_here(("bad argument #2 to '%s' (cohort must be a boolean)"):format(ctor),
+                            function() c[ctor](c, "/l", { cohort = "yes" }) end)
+                raises_here(("bad argument #2 to '%s' (cohort_handoffs must be an integer >= 0)")
+                            :format(ctor),
+                            function() c[ctor](c, "/l", { cohort = true, cohort_handoffs = NAN }) end)
+                c[ctor](c, "/l", { cohort = false })
+                c[ctor](c, "/l", { cohort = true, cohort_handoffs = 0, cohort_time = 0.5 })
+            end
+            -- a multi-lock passes its options to its locks
+            raises_here("bad argument #2 to 'lock' (cohort_handoffs needs cohort = true)",
+                        function() c:multi_lock({ "/a", "/b" }, { cohort_handoffs = 3 }) end)
+        end)
+
+        it("lock's reentrant is a boolean ('no' was taken for true)", function()
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here("bad argument #2 to 'lock' (reentrant must be a boolean)",
+                            function() c:lock("/l", { reentrant = v }) end)
+                raises_here("bad argument #2 to 'lock' (reentrant must be a boolean)",
+                            function() c:multi_lock({ "/a", "/b" }, { reentrant = v }) end)
+            end
+            local l = c:lock("/l", { reentrant = false })
+            assert.is_true(l:acquire(5))
+            local ok, err = l:acquire(0)
+            assert.is_nil(ok)
+            assert.equal("invalid", err)
+            assert.is_true(l:release())
+        end)
+
+        it("election run's rejoin is a boolean ('no' was taken for true)", function()
+            local e = c:election("/e")
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here("bad argument #2 to 'run' (rejoin must be a boolean)",
+                            function() e:run(function() end, { rejoin = v }) end)
+            end
+            zk.admin():sync(root)
+            assert.same({}, zk.admin():children(root))    -- no campaign
+            assert.same({ true, 1 }, { e:run(function() return true, 1 end, { rejoin = false }) })
+        end)
+
+        it("ensure_path's container is a boolean ('no' made containers)", function()
+            for _, v in ipairs({ "no", 0, {} }) do
+                raises_here(("bad argument #2 to 'ensure_path' (container must be a boolean, got %s)")
+                            :format(type(v)),
+                            function() c:ensure_path("/c/d", { container = v }) end)
+            end
+            assert.is_false(c:exists("/c"))
+            assert.is_true(c:ensure_path("/c/d", { container = false }))
+            assert.is_table(c:exists("/c/d"))
+        end)
+
+        it("client:retry's deadline is a number, not NaN", function()
+            local n = 0
+            local function flaky() n = n + 1; return nil, "connectionloss" end
+            raises_here("bad argument #1 to 'retry' (deadline must be a number (a zkcoord.now() "
+                        .. "time) or nil)", function() c:retry(NAN, flaky) end)
+            assert.equal(0, n)     -- refused before the first try
+            assert.same({ nil, "timeout" }, { c:retry(zkcoord.now() + 0.2, flaky) })
+        end)
+
+        it("cohort.number refuses what is not a token pair", function()
+            local cohort = require "zkcoord.cohort"
+            for _, z in ipairs({ -1, -HUGE, NAN, HUGE, 1.5, "5", {}, ffi.new("int64_t", 5) }) do
+                raises_here("bad argument #1 to 'number' (czxid must be an integer >= 0)",
+                            function() cohort.number(z, 0) end)
+            end
+            for _, n in ipairs({ -1, 4096, 1e9, NAN, HUGE, 0.5, "3", nil }) do
+                raises_here("bad argument #2 to 'number' (n must be an integer from 0 to 4095)",
+                            function() cohort.number(5, n) end)
+            end
+            assert.equal(5 * 4096 + 4095, cohort.number(5, 4095))
+            assert.equal(0, cohort.number(0, 0))
+            assert.is_nil(cohort.number(2 ^ 41, 0))
         end)
     end)
 

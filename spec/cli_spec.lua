@@ -554,6 +554,20 @@ describe("zkcoord command #zk", function()
             assert.are.equal(143, (holder.wait(5)))
         end)
 
+        it("takes flock's long waits (-w 3600, -w 1e9): above the API's 600 s bound", function()
+            -- The library refuses a timeout above 600 s (milliseconds by
+            -- mistake); the command's -w is flock's, in seconds, any length.
+            for _, w in ipairs({ "3600", "1e9" }) do
+                local p = root .. "/long-" .. w
+                local marker = tmpfile("long")
+                local rc, _, err = run({ "lock", "-w", w, p, "--", "touch", marker })
+                assert.are.equal(0, rc, err)
+                assert.truthy(proc.read_file(marker))
+                rc, _, err = run({ "elect", "--timeout", w, p .. "-e", "--", "true" })
+                assert.are.equal(0, rc, err)
+            end
+        end)
+
         it("--shared: readers hold together, a writer waits for them", function()
             local p = root .. "/rw"
             local r1 = start({ "lock", "--shared", p, "--", "sleep", "30" })

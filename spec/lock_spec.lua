@@ -302,6 +302,61 @@ describe("lock #zk", function()
         lock:release()
     end)
 
+    it("close() tells every holder on_lost('closed') once; release() then says closed",
+       function()
+        -- Each kind of holder, with and without on_lost: before, close()
+        -- told none of them, and release() (resign()) answered "lost".
+        local heard = {}
+        local function listen(name)
+            heard[name] = {}
+            return function(reason) local h = heard[name]; h[#h + 1] = reason end
+        end
+        local lock, quiet = c:lock("/l"), c:lock("/quiet")
+        lock:on_lost(listen("lock"))
+        local rw = c:rwlock("/rw")
+        local rl, wl = rw:read_lock(), c:rwlock("/rw2"):write_lock()
+        rl:on_lost(listen("read"))
+        wl:on_lost(listen("write"))
+        local sem = c:semaphore("/s", 2)
+        local e = c:election("/e")
+        e:on_revoked(listen("election"))
+        local ml = c:multi_lock({ "/m1", "/m2" })
+        ml:on_lost(listen("multi"))
+        local cl = c:lock("/co", { cohort = true })
+        cl:on_lost(listen("cohort"))
+        assert.is_true(lock:acquire(5))
+        assert.is_true(quiet:acquire(5))
+        assert.is_true(rl:acquire(5))
+        assert.is_true(wl:acquire(5))
+        local lease = assert(sem:acquire(5))
+        lease:on_lost(listen("lease"))
+        assert.is_true(e:campaign(5))
+        assert.is_true(ml:acquire(5))
+        assert.is_true(cl:acquire(5))
+        c:close()
+        -- told in close(), not at the next question
+        for _, name in ipairs({ "lock", "read", "write", "lease", "election", "cohort" }) do
+            assert.same({ "closed" }, heard[name], name)
+        end
+        assert.same({ "closed", "closed" }, heard.multi)     -- once per lock, as for a loss
+        for _, l in ipairs({ lock, quiet, rl, wl, cl }) do
+            assert.is_false(l:held())
+            assert.same({ nil, "closed" }, { l:release() })
+        end
+        assert.same({ nil, "closed" }, { lease:release() })
+        assert.same({ nil, "closed" }, { ml:release() })
+        assert.same({ nil, "closed" }, { e:resign() })
+        assert.is_false(e:is_leader())
+        -- nothing more was told, and the nodes went with the session
+        for _, name in ipairs({ "lock", "read", "write", "lease", "election", "cohort" }) do
+            assert.equal(1, #heard[name], name)
+        end
+        local admin = zk.admin()
+        for _, p in ipairs({ "/l", "/quiet", "/rw", "/rw2", "/e", "/m1", "/m2", "/co" }) do
+            assert.same({}, admin:children(root .. p) or {}, p)
+        end
+    end)
+
     it("raises on misuse and returns closed after close", function()
         assert.has_error(function() c:lock("relative") end)
         assert.has_error(function() c:lock("/l", { bogus = 1 }) end)

@@ -67,8 +67,8 @@ local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 
-local now, remaining = core.now, util.remaining
-local type, pairs, setmetatable, math_floor = type, pairs, setmetatable, math.floor
+local now, remaining, argerror = core.now, util.remaining, util.argerror
+local type, pairs, ipairs, setmetatable, math_floor = type, pairs, ipairs, setmetatable, math.floor
 
 local _M = { _VERSION = require("zkcoord.version") }
 
@@ -87,8 +87,16 @@ local untrack, gen_pass_lead, tie, untie, release_exclusive, release_shared
 
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it
---- is not exact in a double (czxid >= 2^41).
+--- is not exact in a double (czxid >= 2^41). czxid is an integer >= 0 and
+--- n one of a node's grant numbers (0 .. 4095): anything else raises (a
+--- NaN or an n out of range would compare wrongly, silently).
 function _M.number(czxid, n)
+    if type(czxid) ~= "number" or czxid < 0 or czxid % 1 ~= 0 then  -- NaN, huge: % 1 is NaN
+        argerror(1, "number", "czxid must be an integer >= 0")
+    end
+    if type(n) ~= "number" or not (n >= 0 and n <= LOCAL_MAX) or n % 1 ~= 0 then  -- luacheck: ignore 581
+        argerror(2, "number", ("n must be an integer from 0 to %d"):format(LOCAL_MAX))
+    end
     local t = czxid * 2 ^ LOCAL_BITS + n
     if t >= EXACT then
         return nil
@@ -97,18 +105,33 @@ function _M.number(czxid, n)
 end
 
 
---- Checks the cohort options of a lock's opts (raises on a bad one).
-function _M.check_opts(opts, argerror)
-    if type(opts.cohort) ~= "boolean" then
-        argerror(2, "lock", "cohort must be a boolean")
+-- The options that only mean something with cohort = true.
+local TUNING = { "cohort_handoffs", "cohort_time" }
+
+
+--- Checks the cohort options of a lock's or rwlock's opts (argument #2 of
+--- `fname`; raises on a bad one): cohort a boolean or nil, and the tuning
+--- options only with cohort = true (ignored silently, they hid a
+--- cohort left off).
+function _M.check_opts(opts, fname)
+    local on = opts.cohort
+    if on ~= nil and type(on) ~= "boolean" then
+        argerror(2, fname, "cohort must be a boolean")
+    end
+    if on ~= true then
+        for _, k in ipairs(TUNING) do
+            if opts[k] ~= nil then
+                argerror(2, fname, k .. " needs cohort = true")
+            end
+        end
+        return
     end
     local h = opts.cohort_handoffs
     if h ~= nil and (type(h) ~= "number" or h < 0 or h ~= math_floor(h)) then
-        argerror(2, "lock", "cohort_handoffs must be an integer >= 0")
+        argerror(2, fname, "cohort_handoffs must be an integer >= 0")
     end
-    local t = opts.cohort_time
-    if t ~= nil and (type(t) ~= "number" or t < 0 or t ~= t) then
-        argerror(2, "lock", "cohort_time must be a number of seconds >= 0")
+    if opts.cohort_time ~= nil then
+        util.check_seconds(opts.cohort_time, "cohort_time", fname, 2, true)
     end
 end
 

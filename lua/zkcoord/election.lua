@@ -459,8 +459,9 @@ end
 --- we were leader. After leadership was lost (session ended, node deleted,
 --- or the session not heard from for its timeout) the first resign()
 --- returns nil, "lost" (on_revoked has run with the reason before), unless
---- a rejoin has made us leader again.
----@return true|nil ok, string? err "lost"
+--- a rejoin has made us leader again; after client:close(), nil, "closed"
+--- (on_revoked has heard "closed").
+---@return true|nil ok, string? err "lost" | "closed"
 function _M:resign()
     check_self(self, "resign")
     local q = self._q
@@ -484,7 +485,7 @@ function _M:resign()
     end
     if self._lost then
         self._lost = nil
-        return nil, "lost"
+        return nil, self.client:is_closed() and "closed" or "lost"
     end
     return true
 end
@@ -579,6 +580,8 @@ function _M:run(fn, opts)
     local rejoin = opts.rejoin
     if rejoin == nil then
         rejoin = self.rejoin
+    elseif type(rejoin) ~= "boolean" then
+        argerror(2, "run", "rejoin must be a boolean")   -- "no" was taken for true
     end
     local rounds = 0
     while true do

@@ -289,7 +289,8 @@ end
 --- that outlives sessions, while the client is open)? What already reached
 --- the process is taken first (client:current_state(): queued records,
 --- the clock rule, queued callbacks): a loss is reported to on_lost before
---- this answers false.
+--- this answers false ("closed" once the client is closed: close() asks
+--- every position that owns a node, so on_lost hears it then).
 function _M:is_through()
     check_self(self, "is_through")
     if not self._through then
@@ -300,10 +301,12 @@ function _M:is_through()
     if self.persistent then
         return self._through and st ~= "closed"
     end
-    if self._through and (self._serial ~= c:serial() or st == "lost") then
+    if self._serial ~= c:serial() or st == "lost" then
         self:_lost("sessionexpired")    -- told before the answer, whatever the waiter
+    elseif st == "closed" then
+        self:_lost("closed")            -- client:close() ended the session with our node
     end
-    return self._through and st ~= "closed"
+    return self._through
 end
 
 

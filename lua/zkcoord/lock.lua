@@ -89,6 +89,9 @@ function _M.new(client, path, opts, driver, pick)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         argerror(2, "lock", "data must be a string")
     end
+    if opts.reentrant ~= nil and type(opts.reentrant) ~= "boolean" then
+        argerror(2, "lock", "reentrant must be a boolean")   -- "no" was taken for true
+    end
     driver = driver or LOCK
     if not line.is_driver(driver) then
         argerror(4, "lock", "driver must be a zkcoord.line driver")
@@ -104,9 +107,7 @@ function _M.new(client, path, opts, driver, pick)
         copy.data = util.default_id()
         opts = copy
     end
-    if opts.cohort ~= nil then
-        cohort.check_opts(opts, argerror)
-    end
+    cohort.check_opts(opts, "lock")
     return setmetatable({
         client = client,
         path = path,
@@ -295,8 +296,9 @@ end
 --- request and retried until done). After a loss (session ended, node
 --- deleted) the owner's first release returns nil, "lost", whether or not
 --- on_lost callbacks are registered, and forgets the hold: a further
---- release returns nil, "notheld".
----@return true|nil ok, string? err "notheld" | "lost"
+--- release returns nil, "notheld". After client:close(), nil, "closed"
+--- instead of "lost" (on_lost has heard "closed").
+---@return true|nil ok, string? err "notheld" | "lost" | "closed"
 function _M:release()
     check_self(self, "release")
     local owner = self:_owner()
@@ -310,7 +312,7 @@ function _M:release()
         if h.cohort then
             cohort.release(h)    -- the cohort learns it too, if it had not
         end
-        return nil, "lost"
+        return nil, self.client:is_closed() and "closed" or "lost"
     end
     h.count = h.count - 1
     if h.count > 0 then
@@ -379,8 +381,8 @@ function _M:count()
 end
 
 
---- fn(reason, owner) runs when a held lock is lost: reason "sessionexpired"
---- or "deleted". held() is already false then.
+--- fn(reason, owner) runs when a held lock is lost: reason "sessionexpired",
+--- "deleted" or "closed" (client:close(), in it). held() is already false then.
 function _M:on_lost(fn)
     check_self(self, "on_lost")
     util.add_fn(self._lost_fns, fn, "on_lost")

@@ -99,7 +99,7 @@ function _M:release()
         for i = #self.locks, 1, -1 do
             self.locks[i]:release()
         end
-        return nil, "lost"
+        return nil, self.client:is_closed() and "closed" or "lost"
     end
     local first
     for i = #self.locks, 1, -1 do

@@ -118,6 +118,7 @@ function _M.new(client, path, opts)
         util.argerror(2, "rwlock", "data must be a string")
     end
     client.check_path(path, "rwlock", 1)
+    cohort.check_opts(opts, "rwlock")
     local lopts = { owner = opts.owner, data = opts.data }
     local wl, rl
     -- The pick hooks run in acquire() (lock.lua) when an owner joins, with

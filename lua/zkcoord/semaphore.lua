@@ -251,7 +251,8 @@ end
 
 --- Gives the lease back (the node is deleted without waiting, ordered
 --- before this session's next request, retried until done).
----@return true|nil ok, string? err "notheld" (released already) | "lost"
+---@return true|nil ok, string? err "notheld" (released already) | "lost" | "closed" (client
+---   closed while held)
 function Lease:release()
     check_lease(self, "release")
     local q = self._q
@@ -262,7 +263,7 @@ function Lease:release()
     self._q = nil
     q:leave()
     if not held then
-        return nil, "lost"
+        return nil, self.semaphore.client:is_closed() and "closed" or "lost"
     end
     return true
 end
@@ -284,7 +285,8 @@ function Lease:node()
 end
 
 
---- fn(reason) runs when a held lease is lost: "sessionexpired" or "deleted".
+--- fn(reason) runs when a held lease is lost: "sessionexpired", "deleted" or
+--- "closed" (client:close(), in it).
 function Lease:on_lost(fn)
     check_lease(self, "on_lost")
     return util.add_fn(self._lost_fns, fn, "on_lost")

@@ -159,13 +159,14 @@ function _M.check_opts(opts, keys, fname, n)
 end
 
 
---- Checks a timeout (argument #n of `fname`, or an option of it): nil or a
---- number of seconds >= 0; math.huge is no limit. NaN, a negative number,
---- a numeric string or a cdata raise (NaN would wait for ever, a negative
---- number return at once: both hide a bug). With `required`, nil raises
---- too (a sleep has no "no timeout"). Every wait of the library checks
---- its timeout here, so all raise in the same words. Returns it.
-function _M.check_timeout(t, fname, n, required)
+--- Checks the timeout of a waiter's primitive (an event's wait, sleep, a
+--- future's wait; argument #n of `fname`): nil or a number of seconds >= 0,
+--- math.huge no limit. NaN, a negative number, a numeric string or a cdata
+--- raise (NaN would wait for ever, a negative number return at once: both
+--- hide a bug). With `required`, nil raises too (a sleep has no "no
+--- timeout"). No upper bound: the library's own waits pass sums of bounds
+--- here (a counter's request timeouts and retries). Returns it.
+function _M.check_wait(t, fname, n, required)
     local kind = type(t)     -- not `t == nil`: a NULL cdata equals nil
     if kind == "number" then
         if t >= 0 then
@@ -177,13 +178,30 @@ function _M.check_timeout(t, fname, n, required)
     argerror(n or 1, fname, required and "timeout must be a number >= 0"
                             or "timeout must be nil or a number >= 0")
 end
+local check_wait = _M.check_wait
 
 
---- The largest finite duration option in seconds: a larger one is almost
---- surely milliseconds (Curator's unit), which the server would silently
---- cap (a session timeout) or which would stall for hours.
+--- The largest finite duration option or timeout in seconds: a larger one
+--- is almost surely milliseconds (Curator's unit), which the server would
+--- silently cap (a session timeout) or which would stall for hours.
 _M.MAX_SECONDS = 600
 local MAX_SECONDS = _M.MAX_SECONDS
+
+
+--- Checks the timeout of a call of the API that waits (argument #n of
+--- `fname`, or an option of it): what check_wait takes, and at most
+--- MAX_SECONDS unless math.huge (no limit). acquire(5000) is Curator's
+--- milliseconds, 83 minutes here: it raises; a longer wait is math.huge
+--- (or nil), bounded by the caller. Every such call checks its timeout
+--- here, so all raise in the same words. Returns it.
+function _M.check_timeout(t, fname, n, required)
+    check_wait(t, fname, (n or 1), required)
+    if t ~= nil and t > MAX_SECONDS and t ~= math.huge then
+        argerror(n or 1, fname, ("timeout = %.17g is over %d: seconds, not milliseconds "
+                                 .. "(math.huge: no limit)"):format(t, MAX_SECONDS))
+    end
+    return t
+end
 
 
 --- Checks a duration option in seconds (argument #n of `fname`, `name` in

@@ -173,8 +173,10 @@ end
 -- Timeouts: bounded ones for the main client, anything for an unbounded context.
 local BOUNDED_T = { 0, -0.0, 1e-9, 0.001, 0.02, 0.1, 0.3 }
 local INVALID_T = { -1, -1e-9, 0 / 0, -huge, "0.1", "x", {}, true, noop, i64 }
--- Finite but far away: the wait ends only by what it waits for, or the guard.
-local UNBOUNDED_T = { 1e10, 2 ^ 53, 1e18, 86400 }
+-- Finite but far away: the wait ends only by what it waits for, or the guard
+-- (600 and below); above 600 a call of the API refuses it (milliseconds by
+-- mistake) and a waiter's primitive takes it.
+local UNBOUNDED_T = { 600, 599.5, 1e10, 2 ^ 53, 1e18, 86400 }
 
 -- `unbounded`: false (the main client: bounded waits only), "guarded" (a
 -- victim about to be closed) or "closed". nil ("no limit") becomes

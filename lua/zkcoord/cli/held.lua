@@ -17,6 +17,7 @@ local locks = require "zkcoord.cli.locks"
 local once = require "zkcoord.cli.once"
 
 local exit, usage, describe, note = ex.exit, ex.usage, ex.describe, ex.note
+local MAX_SECONDS = require("zkcoord.util").MAX_SECONDS
 local SIG = sys.SIG
 
 local _M = {}
@@ -92,6 +93,12 @@ local function start(g, verb, o, path)
     if (o.timeout or 0) > 0 then
         o.timeout = math.max(0, o.timeout - (sys.now() - t0))
     end
+    -- flock's -w 3600: above the API's bound (util.MAX_SECONDS: a timeout of
+    -- the API is seconds, not milliseconds) the wait has no timeout and
+    -- granted() ends it at the deadline instead.
+    if o.timeout and o.timeout > MAX_SECONDS then
+        h.deadline, o.timeout = sys.now() + o.timeout, math.huge
+    end
     h.c = c
     if verb ~= "elect" then
         h.lk = line_position(c, path, o.shared, o.data or default_id())
@@ -154,10 +161,16 @@ end
 
 local function granted(h, verb, o, path)
     local c, what = h.c, h.what
-    local sig = drive_until(c, h.sigfd, function() return h.done end)
+    local sig = drive_until(c, h.sigfd, function()
+        return h.done or (h.deadline ~= nil and sys.now() >= h.deadline)
+    end)
     if sig then
         c:close()     -- our node, if any, goes with the session at once
         return interrupted(h, sig, "waiting for")
+    end
+    if not h.done then
+        c:close()     -- past a long -w: our node goes with the session
+        return not_acquired(h, o)
     end
     if not h.ok then
         if h.err == "timeout" then

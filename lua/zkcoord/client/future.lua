@@ -10,7 +10,7 @@ local util = require "zkcoord.util"
 local compat = require "zkcoord.compat"
 
 local errname = errors.name
-local check_timeout = util.check_timeout
+local check_wait = util.check_wait
 local type, error, select, getmetatable, setmetatable =
     type, error, select, getmetatable, setmetatable
 local unpack = compat.unpack
@@ -181,7 +181,7 @@ function Future:wait(timeout)
         not_a_future("wait")
     end
     if timeout ~= nil and (type(timeout) ~= "number" or not (timeout >= 0)) then  -- luacheck: ignore 581
-        check_timeout(timeout, "wait", 1)      -- raises, in the library's one wording
+        check_wait(timeout, "wait", 1)      -- raises, in the library's one wording
     end
     local r = self.results
     if r then

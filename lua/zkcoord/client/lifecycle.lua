@@ -310,6 +310,7 @@ function _M:close()
     end
     self._watches = {}
     self:_set_state("closed")
+    self:_tell_owners_closed()     -- holders' on_lost("closed"), before close() returns
     self._pump:close_doorbell()
     if self._waiter.on_close then
         self._waiter:on_close()

@@ -129,6 +129,22 @@ function _M:disown_node(path)
 end
 
 
+-- At close(): every position that owns a node of the session just closed
+-- is asked whether it is through; a line position answers no and tells
+-- its on_lost "closed" (once: it forgets its node then), so every holder
+-- hears of the close in close(), not at its next question. Collected
+-- first: the callbacks disown nodes.
+function _M:_tell_owners_closed()
+    local qs = {}
+    for _, e in pairs(self._owned) do
+        qs[#qs + 1] = e.q
+    end
+    for i = 1, #qs do
+        qs[i]:is_through()
+    end
+end
+
+
 function _M:_delete_lost_nodes()
     local n = 0
     for path, e in pairs(self._owned) do

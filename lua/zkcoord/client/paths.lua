@@ -43,7 +43,11 @@ local function all_done(fs, deadline, fine)
 end
 
 local ENSURE_KEYS = { "container", "acl", "timeout" }
+local ENSURE_FLAGS = { "container" }
 local DELETE_KEYS = { "version", "recursive", "timeout" }
+-- A boolean or nil, as create's flags: { recursive = "no" } is refused, not
+-- taken for true.
+local DELETE_FLAGS = { "recursive" }
 
 -- Worth another try besides the transient errors, until the deadline: an
 -- ancestor deleted between our creates (ensure_path), a child created
@@ -85,6 +89,7 @@ function _M:ensure_path(path, opts)
     check_self(self, "ensure_path")
     check_path(path, "ensure_path", 1)
     opts = util.check_opts(opts, ENSURE_KEYS, "ensure_path", 2)
+    checks.check_flags(opts, ENSURE_FLAGS, "ensure_path", 2)    -- "no" made containers
     local acl_entries = opts.acl and acl.normalize(opts.acl, "ensure_path", 2) or self._acl
     local timeout = util.check_timeout(opts.timeout, "ensure_path", 2)
     local deadline = now() + (timeout or self:request_timeout())
@@ -162,6 +167,7 @@ end
 function M.send_delete(self, path, opts)
     check_path(path, "delete", 1)
     opts = util.check_opts(opts, DELETE_KEYS, "delete", 2)
+    checks.check_flags(opts, DELETE_FLAGS, "delete", 2)
     local version = check_version(opts.version, "delete", 2)
     local timeout = util.check_timeout(opts.timeout, "delete", 2)
     if not opts.recursive then

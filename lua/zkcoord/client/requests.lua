@@ -106,7 +106,8 @@ end
 --- (errors.unknown_outcome) must not be sent again blindly.
 function _M:retry(deadline, fn, ...)
     check_self(self, "retry")
-    if deadline ~= nil and type(deadline) ~= "number" then
+    -- NaN: tried once, then its pause raised from 'sleep'
+    if deadline ~= nil and (type(deadline) ~= "number" or deadline ~= deadline) then
         argerror(1, "retry", "deadline must be a number (a zkcoord.now() time) or nil")
     end
     if type(fn) ~= "function" then

@@ -107,7 +107,8 @@ local function own_watch_reply(p, ctx)
     elseif e == "closed" and self.persistent then
         return
     elseif (p.lost or e == "sessionexpired" or e == "closed") and not self.persistent then
-        self:_lost("sessionexpired")
+        -- "closed" without p.lost: client:close() failed it, not a lost session
+        self:_lost((e == "closed" and not p.lost) and "closed" or "sessionexpired")
     else
         self:_rewatch_when_connected(node)
     end
@@ -142,7 +143,7 @@ function _M:_rewatch_when_connected(node)
         if new == "connected" and self:_owns_node() then
             self:_watch_own()
         else
-            self:_lost("sessionexpired")
+            self:_lost(new == "closed" and self:_owns_node() and "closed" or "sessionexpired")
         end
     end)
     if client:state() == "connected" and self:_owns_node() then

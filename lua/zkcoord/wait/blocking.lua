@@ -14,7 +14,7 @@
 -- have many acquires or adds in flight, as nginx requests do. Waits outside
 -- a spawned coroutine block as before.
 local core = require "zkcoord.core"
-local check_timeout = require("zkcoord.util").check_timeout
+local check_wait = require("zkcoord.util").check_wait
 
 local now = core.now
 local setmetatable, type, error, pairs, select, tostring, unpack =
@@ -105,7 +105,7 @@ end
 function Event:wait(timeout)
     local kind = type(timeout)   -- not `~= nil`: a NULL cdata equals nil
     if kind ~= "nil" and not (kind == "number" and timeout >= 0) then
-        check_timeout(timeout, "wait", 1)   -- raises (NaN waited for ever)
+        check_wait(timeout, "wait", 1)   -- raises (NaN waited for ever)
     end
     if self.is_set then
         return true
@@ -136,7 +136,7 @@ end
 --- Sleeps `seconds` (a number >= 0; math.huge: until the client closes)
 --- while still serving the client's events.
 function _M:sleep(seconds)
-    check_timeout(seconds, "sleep", 1, true)
+    check_wait(seconds, "sleep", 1, true)
     return self:event():wait(seconds)
 end
 

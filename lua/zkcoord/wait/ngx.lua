@@ -27,7 +27,7 @@
 -- runs the exit drain's step; this file is the waiter's API and its pump.
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
-local check_timeout = require("zkcoord.util").check_timeout
+local check_wait = require("zkcoord.util").check_wait
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
@@ -134,7 +134,7 @@ end
 function Event:wait(timeout)
     local kind = type(timeout)   -- not `~= nil`: a NULL cdata equals nil
     if kind ~= "nil" and not (kind == "number" and timeout >= 0) then
-        check_timeout(timeout, "wait", 1)   -- raises (NaN waited for ever)
+        check_wait(timeout, "wait", 1)   -- raises (NaN waited for ever)
     end
     if self.is_set then
         return true
@@ -260,7 +260,7 @@ end
 --- Sleeps `seconds` (a number >= 0; math.huge: for ever), yielding the
 --- request.
 function _M.sleep(_, seconds)
-    check_timeout(seconds, "sleep", 1, true)
+    check_wait(seconds, "sleep", 1, true)
     _M.check_phase("sleep")
     -- ngx.sleep takes milliseconds as a C int: sleep in chunks
     while seconds > MAX_WAIT do
