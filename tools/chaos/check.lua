@@ -43,16 +43,23 @@
 --   counter    acknowledged add() results all distinct, within 1..final,
 --              and final <= acknowledged + ambiguous (errors that said the
 --              write may have happened, and adds cut short by SIGKILL).
+--   the other recipes of the run (DIR/driver.log's config recipes=):
+--              chaos/check/<name>.lua each states and checks its promises
+--              (multi_lock, semaphore, barrier, work_queue, group,
+--              partitioner, persistent_node; chaos/check/stable.lua: when a
+--              state must have settled).
 --
 -- The parts: chaos/check/logs.lua reads the logs, chaos/check/rules.lua
 -- applies the definitions above, chaos/check/summary.lua makes the table.
 do
     local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
     package.path = here .. "/../?.lua;" .. here .. "/../../spec/?.lua;" .. package.path
+    require("helpers.tool").paths(here .. "/../..")     -- zkcoord (its error codes)
 end
 local logs = require "chaos.check.logs"
 local rules = require "chaos.check.rules"
 local summary = require "chaos.check.summary"
+local recipes = require "chaos.recipes"
 
 local _M = {}
 
@@ -84,6 +91,11 @@ function _M.run(dir)
     rules.fenced_holders(R)
     rules.held_cases(R)
     rules.counter(R)
+    R.recipe_rows = {}     -- { label =, prefix = (of its violation kinds), details = }
+    for _, name in ipairs(R.recipes) do
+        local checker = recipes.checker(name)
+        if checker then checker.run(R) end
+    end
     rules.leaks(R)
     return summary.result(R)
 end

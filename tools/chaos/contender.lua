@@ -1,13 +1,16 @@
 -- tools/chaos/contender.lua: one contender process of the chaos run.
 --
---   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
+--   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE \
+--                                    [RECIPES]
 --
 -- Loops until DIR/stop exists (or the monotonic time HARD_DEADLINE passes),
--- mixing: the lock /chaos/lock (acquire with a timeout, a critical section
--- that writes its fencing token to the resource DIR/lock.res, release); the
--- read or write side of the rwlock /chaos/rw (writers write their token to
--- DIR/rw.res); counter /chaos/counter add(1). Everything goes to
--- DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
+-- mixing the recipes of RECIPES (chaos/recipes.lua; default all): the lock
+-- /chaos/lock (acquire with a timeout, a critical section that writes its
+-- fencing token to the resource DIR/lock.res, release); the read or write
+-- side of the rwlock /chaos/rw (writers write their token to DIR/rw.res);
+-- counter /chaos/counter add(1); the others as their part
+-- chaos/recipe/<name>.lua says (it gets the context `ctx` below).
+-- Everything goes to DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
 -- zkcoord.now() (CLOCK_MONOTONIC, comparable across processes).
 --
 -- The driver talks to us through files: DIR/c<ID>.session is where we
@@ -23,8 +26,11 @@ local zkcoord = require "zkcoord"
 local proc = require "helpers.proc"
 local util = require "chaos.util"
 local resource = require "chaos.resource"
+local recipes = require "chaos.recipes"
 
-local id, inc, dir, servers, st, seed, hard = ...
+local id, inc, dir, servers, st, seed, hard, recipe_list = ...
+local enabled = {}
+for _, name in ipairs(recipes.parse(recipe_list)) do enabled[name] = true end
 id, inc, st = tonumber(id), tonumber(inc), tonumber(st)
 hard = tonumber(hard) or (zkcoord.now() + 3600)
 assert(id and inc and dir and servers and st, "usage: contender.lua ID INC DIR SERVERS ST SEED HARD")
@@ -237,22 +243,69 @@ local function counter_op()
 end
 
 
-local function one_op()
-    if proc.file_exists(hold_file) then
-        return lock_op("lock", lk, lock_res, true)
+-- What the recipes' parts (chaos/recipe/<name>.lua) may use.
+local ctx = {
+    c = c, log = log, rng = rng, me = me, id = id, inc = inc, dir = dir, st = st, sid = sid,
+    now = now, TIMEOUTS = TIMEOUTS,
+}
+--- The next operation number (the n= of its log lines).
+function ctx.next_n()
+    n = n + 1
+    return n
+end
+--- The critical section of operation n (ctx.next_n()) holding `l` (held()).
+function ctx.critical(op, l, token)
+    return critical(op, l, token, nil, false)
+end
+
+-- The operations to draw from: { weight, fn }.
+local menu, total_weight = {}, 0
+local function offer(weight, fn)
+    if weight > 0 then
+        menu[#menu + 1] = { weight, fn }
+        total_weight = total_weight + weight
     end
-    local r = rng:float()
-    if r < 0.5 then
-        lock_op("lock", lk, lock_res, false)
-    elseif r < 0.75 then
+end
+if enabled.lock then
+    offer(4, function() lock_op("lock", lk, lock_res, false) end)
+end
+if enabled.rwlock then
+    offer(2, function()
         if rng:float() < 0.35 then
             lock_op("rwwrite", wl, rw_res, false)
         else
             lock_op("rwread", rl, nil, false)
         end
-    else
-        counter_op()
+    end)
+end
+if enabled.counter then
+    offer(2, counter_op)
+end
+local parts = {}
+for _, name in ipairs(recipes.ALL) do
+    local part = enabled[name] and recipes.part(name)
+    if part then
+        local state = part.start(ctx)
+        parts[#parts + 1] = { part = part, state = state }
+        offer(part.weight or 0, function() part.op(ctx, state) end)
     end
+end
+
+local function one_op()
+    if enabled.lock and proc.file_exists(hold_file) then
+        return lock_op("lock", lk, lock_res, true)
+    end
+    if total_weight == 0 then
+        return c:waiter():sleep(0.1)
+    end
+    local r = rng:float() * total_weight
+    for _, m in ipairs(menu) do
+        r = r - m[1]
+        if r < 0 then
+            return m[2]()
+        end
+    end
+    return menu[#menu][2]()
 end
 
 
@@ -282,6 +335,14 @@ log("stopping", { ops = ops, sid = sid() })
 local ok, err = xpcall(orphan_check, debug.traceback, "stop")
 if not ok then
     log("raise", { n = n, msg = tostring(err):sub(1, 400) })
+end
+for _, p in ipairs(parts) do
+    if p.part.stop then
+        ok, err = xpcall(p.part.stop, debug.traceback, ctx, p.state)
+        if not ok then
+            log("raise", { n = n, msg = tostring(err):sub(1, 400) })
+        end
+    end
 end
 c:close()
 lock_res:close()

@@ -10,6 +10,7 @@
 local zkcoord = require "zkcoord"
 local proc = require "helpers.proc"
 local util = require "chaos.util"
+local recipes = require "chaos.recipes"
 
 local now = zkcoord.now
 
@@ -39,7 +40,10 @@ function _M.new(opts, here)
         server_busy = nil,    -- { idx =, phase = "down" | "starting", ... }
         pending_hold = nil,   -- { c =, kind =, since =, act = }
         deck = {},
+        recipes = recipes.parse(opts.recipes),   -- the catalog this run covers
+        has = {},                                -- recipe name -> true
     }
+    for _, name in ipairs(w.recipes) do w.has[name] = true end
     w.rng = util.rng(w.seed)
     w.dir = opts.dir or assert(proc.mktemp_dir("zkcoord-chaos-"))
     assert(proc.mkdir_p(w.dir))
@@ -71,7 +75,8 @@ function _M.spawn(w, ci)
     ci.inc = ci.inc + 1
     local errlog = ("%s/c%d.%d.err"):format(w.dir, ci.id, ci.inc)
     local pid, perr = proc.spawn({ "luajit", w.here .. "/chaos/contender.lua", ci.id, ci.inc,
-                                   w.dir, ci.servers, w.st, w.seed, ("%.3f"):format(w.hard) },
+                                   w.dir, ci.servers, w.st, w.seed, ("%.3f"):format(w.hard),
+                                   table.concat(w.recipes, ",") },
                                  { owner = true, stdout = errlog, stderr = errlog })
     if not pid then
         w.dlog("spawn_fail", { target = ci.id, inc = ci.inc, err = perr })

@@ -54,7 +54,7 @@ local function outcome(R, P, o, s, kill_t, last_op)
         s.granted = s.granted + 1
     elseif o.out == "ack" then
         s.acked = s.acked + 1
-        R.acks[#R.acks + 1] = o
+        if o.op == "counter" then R.acks[#R.acks + 1] = o end
     elseif o.out == "fail" then
         s.fail[o.err or "?"] = (s.fail[o.err or "?"] or 0) + 1
         if o.ambiguous then
@@ -65,6 +65,9 @@ local function outcome(R, P, o, s, kill_t, last_op)
         end
     end
 end
+
+-- The grant list of an operation: R.grants[GRANT_LIST[op] or op].
+local GRANT_LIST = { rwread = "rw", rwwrite = "rw" }
 
 -- A grant's interval [enter_t, end_t] (a holder killed inside ends at the
 -- kill), its writes counted, the grant listed for the overlap rule.
@@ -85,7 +88,9 @@ local function grant(R, P, o, s, kill_t, last_op)
         if w.res == "A" then s.accepted = s.accepted + 1
         elseif w.res == "R" then s.refused = s.refused + 1 end
     end
-    local list = o.op == "lock" and R.grants.lock or R.grants.rw
+    local family = GRANT_LIST[o.op] or o.op
+    R.grants[family] = R.grants[family] or {}
+    local list = R.grants[family]
     list[#list + 1] = o
 end
 
@@ -152,6 +157,8 @@ local function excuse(R, g)
     return nil
 end
 
+_M.excuse = excuse
+
 local function first_accept(g)
     for _, w in ipairs(g.writes) do
         if w.res == "A" then return w.t end
@@ -204,6 +211,15 @@ local function check_overlaps(R, list, which, conflict)
         end
         active[#active + 1] = g
     end
+end
+
+--- Overlapping grants of `list` (grant records: key, id, inc, enter_t,
+--- end_t, token?) that conflict(a, b): a violation "<which>: two live
+--- holders" unless the older had lost its hold (as the lock's rule).
+--- R.overlaps[which], R.excused[which].
+function _M.mutex(R, list, which, conflict)
+    R.overlaps[which] = R.overlaps[which] or 0
+    check_overlaps(R, list, which, conflict or function() return true end)
 end
 
 --- Overlapping grants: R.overlaps, R.excused, R.excused_noticed.
@@ -376,6 +392,10 @@ end
 --- ambiguous. R.dup.
 function _M.counter(R)
     local seen, dup = {}, 0
+    R.dup = 0
+    if not R.recipes.counter then
+        return
+    end
     local final = R.final_counter
     for _, o in ipairs(R.acks) do
         if seen[o.value] then
