@@ -84,7 +84,9 @@ _M.KINDS = faults.KINDS
 
 --- Runs the chaos. opts: duration (s), contenders, seed, session_timeout,
 --- recipes (comma-separated, default all), dir, keep, print (function for
---- progress lines, default none), gap_min, gap_max. Returns the checker's
+--- progress lines, default none), gap_min, gap_max, ensemble (a running
+--- 3-node ensemble of helpers.zkserver to use instead of a new one; left
+--- running: the specs share one across short runs). Returns the checker's
 --- result (see tools/chaos/check.lua) plus dir and seed, or raises on a
 --- setup failure.
 function _M.run(opts)

@@ -30,8 +30,11 @@ local function setup(w)
     w.say(("chaos: seed %d, %d contenders, %g s, session timeout %g s, logs in %s")
         :format(w.seed, w.ncont, w.duration, w.st, w.dir))
     local err
-    w.ens, err = zkserver.start_ensemble { size = 3, tick_time = 500, timeout = 180 }
-    assert(w.ens, "ensemble: " .. tostring(err))
+    w.ens = w.shared_ens
+    if not w.ens then
+        w.ens, err = zkserver.start_ensemble { size = 3, tick_time = 500, timeout = 180 }
+        assert(w.ens, "ensemble: " .. tostring(err))
+    end
     w.dlog("ensemble", { hosts = w.ens.hosts, leader = w.ens:leader() })
 
     local admin = admin_client(w)

@@ -32,6 +32,7 @@ function _M.new(opts, here)
         st = opts.session_timeout or 4,
         gap_min = opts.gap_min or 1.5, gap_max = opts.gap_max or 5,
         say = opts.print or function() end,
+        shared_ens = opts.ensemble,   -- a running 3-node ensemble to use (and leave running)
         cap = math.max(2, math.ceil(duration / 15)),   -- at most this many faults of each kind
         contenders = {}, all_proxies = {},
         stopping = false,
@@ -112,10 +113,10 @@ function _M.cleanup(w)
     for _, p in ipairs(w.all_proxies) do
         p:stop()
     end
-    if w.ens then
+    if w.ens and not w.shared_ens then
         w.ens:destroy()
-        w.ens = nil
     end
+    w.ens = nil
 end
 
 return _M

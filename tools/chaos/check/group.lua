@@ -40,7 +40,7 @@ function _M.run(R)
     end
     R.recipe_rows[#R.recipe_rows + 1] = {
         label = "group: a view not the server's once stable, a live member missing",
-        prefix = "group: ",
+        prefix = "group: ", name = "group", figures = { judged = judged, views = views },
         details = format("probes judged (no fault for %g s before): %d, member views compared: %d",
                          N, judged, views) }
 end

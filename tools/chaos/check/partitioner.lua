@@ -183,7 +183,8 @@ function _M.run(R)
     R.recipe_rows[#R.recipe_rows + 1] = {
         label = "partitioner: two live owners, a claim the server denies, no single owner or "
             .. "a view not the server's once stable",
-        prefix = "partitioner: ",
+        prefix = "partitioner: ", name = "partitioner",
+        figures = { overlaps = overlaps, claims = nclaims, judged = judged },
         details = format("overlapping ownerships %d (the older owner not live: excused); claims "
                          .. "checked against the owner node %d; stable probes judged (no fault "
                          .. "for %g s before) %d", overlaps, nclaims, N, judged) }

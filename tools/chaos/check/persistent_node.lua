@@ -74,7 +74,8 @@ function _M.run(R)
     end
     R.recipe_rows[#R.recipe_rows + 1] = {
         label = "persistent node: two nodes, or missing or stale once healed",
-        prefix = "persistent_node: ",
+        prefix = "persistent_node: ", name = "persistent_node",
+        figures = { judged = judged, checked = checked },
         details = format("probes judged %d, nodes checked %d (%g s after the last fault on their "
                          .. "process or a server)", judged, checked, N) }
 end

@@ -161,6 +161,10 @@ end
 --- fault_total, ops, details, text = markdown table, ... }.
 function _M.result(R)
     local nviol, nhang = sum(R.V), sum(R.H)
+    local figures = {}
+    for _, rr in ipairs(R.recipe_rows) do
+        if rr.name then figures[rr.name] = rr.figures end
+    end
     local fault_counts, fault_total, extra = count_faults(R)
     local rows = {}
     local function row(a, b, c)
@@ -192,6 +196,7 @@ function _M.result(R)
         counter = { final = R.final_counter, acked = #R.acks, ambiguous = R.ambiguous,
                     duplicates = R.dup },
         gap_writes = R.gap_writes, resources = R.res_stats,
+        figures = figures,      -- recipe name -> what its checker counted
         details = R.details,
         text = concat(rows, "\n"),
     }

@@ -2,14 +2,18 @@
 -- contenders' wq_* lines and the driver's wq_final listing. An item is its
 -- data (unique per put).
 --   lost item         a put that returned true whose item was never acked
---                     (reported done) and is not in the queue at the end.
+--                     (reported done or "lost") and is not in the queue at the end.
 --   never processed   the same seen from the consumers: never taken
 --                     either (counted in the row; "lost item" is the violation).
---   acked twice       two acks reported done for one item.
---   ack not applied   an ack reported done, and the item taken again after
---                     it or still in the queue at the end.
+--   acked twice       two acks reported done for one item (unless its put
+--                     was in flight when its session ended: the README says
+--                     it is sent again and may be there twice; nor is such
+--                     an item judged "came back" or "still queued").
+--   ack not applied   an ack reported done, and the item taken again by a
+--                     take that began after it, or still in the queue at the end.
 --   lost ack applied  an ack reported "lost", and the item neither taken
---                     again (by anyone, after the take the ack was for) nor
+--                     again (by anyone, returning after the take the ack
+--                     was for began) nor
 --                     in the queue at the end: the ack was applied after all.
 --   phantom item      an item taken or left whose put reported a plain
 --                     failure (not an unknown outcome: "timeout",
@@ -27,19 +31,26 @@ function _M.run(R)
         return items[data]
     end
     local counts = { puts = 0, put_ok = 0, takes = 0, acks = 0, lost = 0, unknown = 0,
-                     releases = 0 }
+                     releases = 0, twice = 0 }
     for _, P in pairs(R.procs) do
-        local last_take = {}
+        local last_take, put_from, lost_at = {}, {}, nil
         for _, e in ipairs(P.events) do
             local d = e.kv.data
-            if e.ev == "wq_put_done" then
+            if e.ev == "state" and e.kv.new == "lost" then
+                lost_at = e.t
+            elseif e.ev == "wq_put" then
+                put_from[d] = e.t
+            elseif e.ev == "wq_put_done" then
                 counts.puts = counts.puts + 1
                 local it = item(d)
                 it.put = { ok = e.kv.ok == "1", err = e.kv.err, t = e.t, key = P.key }
+                -- Its session ended with the put in flight: sent again, the
+                -- item may be there twice (README).
+                it.maybe_twice = lost_at and put_from[d] and lost_at >= put_from[d]
                 if it.put.ok then counts.put_ok = counts.put_ok + 1 end
             elseif e.ev == "wq_take" then
                 counts.takes = counts.takes + 1
-                local tk = { t = e.t, key = P.key, n = e.kv.n }
+                local tk = { t = e.t, t0 = tonumber(e.kv.t0) or e.t, key = P.key, n = e.kv.n }
                 local it = item(d)
                 it.takes[#it.takes + 1] = tk
                 last_take[e.kv.n] = tk
@@ -75,7 +86,9 @@ function _M.run(R)
 
     local never = 0
     for data, it in pairs(items) do
-        if it.put and it.put.ok and #it.acks == 0 and not left[data] and not it.unsure then
+        -- (An item whose ack answered "lost" is judged by that rule below.)
+        if it.put and it.put.ok and #it.acks == 0 and not left[data] and not it.unsure
+                and #it.lost == 0 then
             R:violation("work_queue: item lost",
                         format("%s put at %.3f by %s: never acked, not in the queue at the end "
                                .. "(taken %d times, acks reported lost %d)", data, it.put.t,
@@ -84,20 +97,22 @@ function _M.run(R)
         if it.put and it.put.ok and #it.takes == 0 then
             never = never + 1
         end
-        if #it.acks > 1 then
+        if it.maybe_twice then
+            counts.twice = counts.twice + 1
+        elseif #it.acks > 1 then
             R:violation("work_queue: acked twice",
                         format("%s acked by %s at %.3f and %s at %.3f", data, it.acks[1].key,
                                it.acks[1].t, it.acks[2].key, it.acks[2].t))
         end
         for _, a in ipairs(it.acks) do
             for _, tk in ipairs(it.takes) do
-                if tk.t > a.t then
+                if tk.t0 > a.t and not it.maybe_twice then
                     R:violation("work_queue: acked item came back",
-                                format("%s acked (done) by %s at %.3f, taken by %s at %.3f",
-                                       data, a.key, a.t, tk.key, tk.t))
+                                format("%s acked (done) by %s at %.3f, taken by %s from %.3f",
+                                       data, a.key, a.t, tk.key, tk.t0))
                 end
             end
-            if left[data] then
+            if left[data] and not it.maybe_twice then
                 R:violation("work_queue: acked item still queued",
                             format("%s acked (done) by %s at %.3f, in the queue at the end",
                                    data, a.key, a.t))
@@ -106,7 +121,7 @@ function _M.run(R)
         for _, l in ipairs(it.lost) do
             local back = left[data] ~= nil
             for _, tk in ipairs(it.takes) do
-                if l.take and tk ~= l.take and tk.t > l.take.t then back = true end
+                if l.take and tk ~= l.take and tk.t > l.take.t0 then back = true end
             end
             if not back and not it.unsure and #it.acks == 0 then
                 R:violation("work_queue: ack reported lost was applied",
@@ -125,11 +140,12 @@ function _M.run(R)
     R.recipe_rows[#R.recipe_rows + 1] = {
         label = "work queue: an item lost, acked twice, an ack done not applied or a lost one "
             .. "applied, a phantom item",
-        prefix = "work_queue: ",
+        prefix = "work_queue: ", name = "work_queue", figures = counts,
         details = format("puts %d (true %d), takes %d, acks done %d, \"lost\" %d, other errors %d, "
-                         .. "releases %d; items never taken %d", counts.puts, counts.put_ok,
-                         counts.takes, counts.acks, counts.lost, counts.unknown, counts.releases,
-                         never) }
+                         .. "releases %d; items never taken %d; puts whose session ended in "
+                         .. "flight (sent again, maybe twice: not judged twice) %d", counts.puts,
+                         counts.put_ok, counts.takes, counts.acks, counts.lost, counts.unknown,
+                         counts.releases, never, counts.twice) }
 end
 
 return _M
