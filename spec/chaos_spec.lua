@@ -58,6 +58,8 @@ describe("chaos over the rest of the catalog #zk #slow", function()
 
     -- What shows that the recipe's checker judged something.
     local WORK = {
+        cohort_lock = function(r) return r.figures.cohort_lock.granted >= 5 end,
+        cohort_rwlock = function(r) return r.figures.cohort_rwlock.granted >= 5 end,
         multi_lock = function(r) return r.ops.ml and r.ops.ml.granted >= 5 end,
         semaphore = function(r) return r.ops.sem and r.ops.sem.granted >= 5 end,
         barrier = function(r) return r.ops.bar and r.ops.bar.tries >= 3 end,
@@ -86,8 +88,8 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         return r.violations > 0
     end
 
-    for _, recipe in ipairs({ "multi_lock", "semaphore", "barrier", "work_queue", "group",
-                              "partitioner", "persistent_node" }) do
+    for _, recipe in ipairs({ "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore", "barrier",
+                              "work_queue", "group", "partitioner", "persistent_node" }) do
         it(recipe .. ": 6 s of faults, no violation", function()
             local seed = os.time() % 1000000
             local r = chaos.run { duration = 6, contenders = 3, seed = seed, session_timeout = 2,
@@ -303,12 +305,23 @@ describe("chaos checkers on made-up logs", function()
         return check.run(dir)
     end
 
+    -- The lines of one grant [from, to] (kv: more of the enter line).
     local function hold(op, n, from, to, kv)
         local e = { op = op, n = n }
         for k, v in pairs(kv or {}) do e[k] = v end
-        return { from, "try", { op = op, n = n, timeout = 1, locks = e.locks, path = e.path } },
-            { from + 0.01, "enter", e }, { to, "leave", { op = op, n = n } },
-            { to + 0.01, "release", { op = op, n = n, ok = 1 } }
+        return { { from, "try", { op = op, n = n, timeout = 1, locks = e.locks, path = e.path } },
+                 { from + 0.01, "enter", e }, { to, "leave", { op = op, n = n } },
+                 { to + 0.01, "release", { op = op, n = n, ok = 1 } } }
+    end
+
+    -- The lines of several grants of one process, in time order.
+    local function holds(...)
+        local out = {}
+        for _, h in ipairs({ ... }) do
+            for _, l in ipairs(h) do out[#out + 1] = l end
+        end
+        table.sort(out, function(a, b) return a[1] < b[1] end)
+        return out
     end
 
     local function kinds(r)
@@ -316,23 +329,41 @@ describe("chaos checkers on made-up logs", function()
     end
 
     it("semaphore: a third live holder of two leases", function()
-        local procs = { ["1.1"] = { hold("sem", 1, 1, 5) }, ["2.1"] = { hold("sem", 1, 2, 6) },
-                        ["3.1"] = { hold("sem", 1, 3, 7) } }
+        local procs = { ["1.1"] = hold("sem", 1, 1, 5), ["2.1"] = hold("sem", 1, 2, 6),
+                        ["3.1"] = hold("sem", 1, 3, 7) }
         local v, d = kinds(verdict("semaphore", procs))
         assert.equal(1, v["semaphore: more live holders than leases"], d)
-        procs["3.1"] = { hold("sem", 1, 5.5, 7) }
+        procs["3.1"] = hold("sem", 1, 5.5, 7)
         assert.is_true(verdict("semaphore", procs).ok)
     end)
 
+    it("cohort_lock and cohort_rwlock: two local owners of one process at once", function()
+        local procs = { ["1.1"] = holds(hold("cohort", 1, 1, 5, { token = 4096 }),
+                                        hold("cohort", 2, 2, 6, { token = 4097 })) }
+        local v, d = kinds(verdict("cohort_lock", procs))
+        assert.equal(1, v["cohort_lock: two live holders"], d)
+        procs["1.1"] = holds(hold("cohort", 1, 1, 5, { token = 4096 }),
+                             hold("cohort", 2, 5.5, 6, { token = 4097 }))
+        assert.is_true(verdict("cohort_lock", procs).ok)
+        -- Readers of one process share; a writer of it does not.
+        procs["1.1"] = holds(hold("crread", 1, 1, 5, { token = 4096 }),
+                             hold("crread", 2, 2, 6, { token = 4097 }))
+        assert.is_true(verdict("cohort_rwlock", procs).ok)
+        procs["1.1"] = holds(hold("crread", 1, 1, 5, { token = 4096 }),
+                             hold("crwrite", 2, 2, 6, { token = 8192 }))
+        v, d = kinds(verdict("cohort_rwlock", procs))
+        assert.equal(1, v["cohort_rwlock: two live holders"], d)
+    end)
+
     it("multi_lock: two live holders of the lock both pairs share", function()
-        local procs = { ["1.1"] = { hold("ml", 1, 1, 5, { locks = "a+b" }) },
-                        ["2.1"] = { hold("ml", 1, 2, 6, { locks = "b+c" }) } }
+        local procs = { ["1.1"] = hold("ml", 1, 1, 5, { locks = "a+b" }),
+                        ["2.1"] = hold("ml", 1, 2, 6, { locks = "b+c" }) }
         local v, d = kinds(verdict("multi_lock", procs))
         assert.equal(1, v["multi_lock: two live holders"], d)
-        procs["2.1"] = { hold("ml", 1, 2, 6, { locks = "a+c" }) }
+        procs["2.1"] = hold("ml", 1, 2, 6, { locks = "a+c" })
         v, d = kinds(verdict("multi_lock", procs))
         assert.equal(1, v["multi_lock: two live holders"], d)
-        procs["2.1"] = { hold("ml", 1, 5.5, 6, { locks = "a+c" }) }
+        procs["2.1"] = hold("ml", 1, 5.5, 6, { locks = "a+c" })
         assert.is_true(verdict("multi_lock", procs).ok)
     end)
 
@@ -359,6 +390,9 @@ describe("chaos checkers on made-up logs", function()
         local listed = { { 31, "wq_final_done", { items = 0 } } }
         local v, d = kinds(verdict("work_queue", procs, listed))
         assert.equal(1, v["work_queue: ack reported lost was applied"], d)
+        assert.is_nil(v["work_queue: item lost"], d)
+        -- Put, never taken, not left: lost.
+        v, d = kinds(verdict("work_queue", { ["1.1"] = procs["1.1"] }, listed))
         assert.equal(1, v["work_queue: item lost"], d)
         -- Back in the queue at the end: nothing wrong.
         table.insert(listed, 1, { 31, "wq_final", { node = "entry-100-0000000001",

@@ -121,36 +121,38 @@ end)
 -- times (each step checks held(), pumps events while it sleeps, and writes
 -- again). A step that finds the clock jumped by more than a second (we were
 -- paused) keeps going for 3 more seconds so that a lost session is noticed.
--- `long` (the driver asked for it with DIR/c<ID>.hold): hold while that
+-- `on`: the operation's number (default the last one: spawned coroutines
+-- give their own). `long` (the driver asked for it with DIR/c<ID>.hold): hold while that
 -- file exists and 3 s after it went (the driver pauses us, expires our
 -- session or black-holes our connections meanwhile), at most MAX_HOLD s.
-local function critical(op, l, token, res, long)
+local function critical(op, l, token, res, long, on)
+    on = on or n
     local steps = long and 1 or rng:int(1, 3)
     local start = now()
     local last = start
     local linger_until = long and start + 3 or nil
     for step = 1, MAX_STEPS do
         if not l:held() then
-            log("heldfalse", { op = op, n = n, token = token, sid = sid() })
+            log("heldfalse", { op = op, n = on, token = token, sid = sid() })
             return
         end
         if res then
-            local ok, last_acc, t = res:offer(token, me .. ":" .. n)
-            log("write", { op = op, n = n, token = token, res = ok and "A" or (ok == false and "R" or "E"),
+            local ok, last_acc, t = res:offer(token, me .. ":" .. on)
+            log("write", { op = op, n = on, token = token, res = ok and "A" or (ok == false and "R" or "E"),
                            last = last_acc, rt = t })
             if ok == false then
                 -- A newer holder wrote: our node is gone, so our session
                 -- (or the node) ended. The client must find out: pump
                 -- events until held() turns false (bounded).
-                log("fenced", { op = op, n = n, token = token, last = last_acc })
+                log("fenced", { op = op, n = on, token = token, last = last_acc })
                 local until_t = now() + 10
                 while l:held() and now() < until_t do
                     c:waiter():sleep(0.05)
                 end
                 if l:held() then
-                    log("still_held", { op = op, n = n, token = token, secs = 10 })
+                    log("still_held", { op = op, n = on, token = token, secs = 10 })
                 else
-                    log("heldfalse", { op = op, n = n, token = token, sid = sid(), after = "fenced" })
+                    log("heldfalse", { op = op, n = on, token = token, sid = sid(), after = "fenced" })
                 end
                 return
             end
@@ -158,7 +160,7 @@ local function critical(op, l, token, res, long)
         c:waiter():sleep(rng:range(0.005, 0.03))
         local t = now()
         if t - last > 1 then
-            log("gap", { op = op, n = n, token = token, secs = t - last })
+            log("gap", { op = op, n = on, token = token, secs = t - last })
             linger_until = math.max(linger_until or 0, t + 3)
         end
         last = t
@@ -253,9 +255,10 @@ function ctx.next_n()
     n = n + 1
     return n
 end
---- The critical section of operation n (ctx.next_n()) holding `l` (held()).
-function ctx.critical(op, l, token)
-    return critical(op, l, token, nil, false)
+--- The critical section of operation `on` (ctx.next_n()) holding `l`
+--- (held()), writing `token` to `res` (a chaos.resource, or nil).
+function ctx.critical(op, l, token, res, on)
+    return critical(op, l, token, res, false, on)
 end
 
 -- The operations to draw from: { weight, fn }.

@@ -40,11 +40,14 @@ local function setup(w)
     local admin = admin_client(w)
     local paths = { "/chaos", PATHS.lock, PATHS.rw }
     w.parts = {}
+    -- Where the nodes of holders go: listed at the end until empty.
+    w.held_paths = { PATHS.lock, PATHS.rw }
     for _, name in ipairs(w.recipes) do
         local part = recipes.part(name)
         if part then
             w.parts[#w.parts + 1] = part
             for _, p in ipairs(part.paths or {}) do paths[#paths + 1] = p end
+            for _, p in ipairs(part.held or {}) do w.held_paths[#w.held_paths + 1] = p end
         end
     end
     for _, p in ipairs(paths) do
@@ -205,7 +208,7 @@ local function stop(w)
     w.dlog("contenders_stopped", {})
 end
 
--- The lock and rwlock paths listed until empty (the sessions of killed
+-- The lock and rwlock paths (and those of the recipes' holders) listed until empty (the sessions of killed
 -- contenders expire), then the counter read.
 local function leftovers(w)
     w.say("chaos: waiting for lock nodes to go")
@@ -214,12 +217,12 @@ local function leftovers(w)
     local leak_deadline = now() + 3 * w.st + 30
     repeat
         left, names = 0, {}
-        for _, key in ipairs({ "lock", "rw" }) do
-            local kids = admin:children(PATHS[key])
+        for _, path in ipairs(w.held_paths) do
+            local kids = admin:children(path)
             for _, k in ipairs(kids or {}) do
                 left = left + 1
-                local stat = admin:exists(PATHS[key] .. "/" .. k)
-                names[#names + 1] = key .. ":" .. k .. "@" .. tostring(stat and stat.ephemeral_owner)
+                local stat = admin:exists(path .. "/" .. k)
+                names[#names + 1] = path .. "/" .. k .. "@" .. tostring(stat and stat.ephemeral_owner)
             end
         end
         if left > 0 then proc.sleep(0.5) end

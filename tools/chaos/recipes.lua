@@ -5,8 +5,8 @@
 -- and its checker in chaos/check/<name>.lua.
 local _M = {}
 
-_M.ALL = { "lock", "rwlock", "counter", "multi_lock", "semaphore", "barrier", "work_queue",
-           "group", "partitioner", "persistent_node" }
+_M.ALL = { "lock", "rwlock", "counter", "cohort_lock", "cohort_rwlock", "multi_lock",
+           "semaphore", "barrier", "work_queue", "group", "partitioner", "persistent_node" }
 
 local BUILTIN = { lock = true, rwlock = true, counter = true }
 

@@ -195,7 +195,7 @@ local function overlap(R, which, a, g)
     end
 end
 
-local function check_overlaps(R, list, which, conflict)
+local function check_overlaps(R, list, which, conflict, within)
     sort(list, function(a, b) return a.enter_t < b.enter_t end)
     local active = {}
     for _, g in ipairs(list) do
@@ -205,7 +205,7 @@ local function check_overlaps(R, list, which, conflict)
         end
         active = still
         for _, a in ipairs(active) do
-            if a.key ~= g.key and conflict(a, g) then
+            if (a.key ~= g.key or (within and a.n ~= g.n)) and conflict(a, g) then
                 overlap(R, which, a, g)
             end
         end
@@ -216,10 +216,11 @@ end
 --- Overlapping grants of `list` (grant records: key, id, inc, enter_t,
 --- end_t, token?) that conflict(a, b): a violation "<which>: two live
 --- holders" unless the older had lost its hold (as the lock's rule).
+--- `within`: grants of one process conflict too (local owners of a cohort).
 --- R.overlaps[which], R.excused[which].
-function _M.mutex(R, list, which, conflict)
+function _M.mutex(R, list, which, conflict, within)
     R.overlaps[which] = R.overlaps[which] or 0
-    check_overlaps(R, list, which, conflict or function() return true end)
+    check_overlaps(R, list, which, conflict or function() return true end, within)
 end
 
 --- Overlapping grants: R.overlaps, R.excused, R.excused_noticed.
@@ -303,6 +304,17 @@ local function check_resource(R, file, which, glist, by_who)
             end
         end
     end
+end
+
+--- The accept log DIR/<file> of a fenced resource written by the grants of
+--- `list` (as the lock's: strictly increasing across grants, every write
+--- inside its hold), named `which` in the violations. Call after resources().
+function _M.resource(R, file, which, list)
+    local by_who = {}
+    for _, o in ipairs(list) do
+        by_who["c" .. o.key .. ":" .. o.n] = o
+    end
+    check_resource(R, file, which, list, by_who)
 end
 
 --- The resources' logs: R.gap_writes, R.res_stats.

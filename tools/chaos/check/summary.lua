@@ -181,7 +181,7 @@ function _M.result(R)
         format("every try ended; longest wait beyond its timeout: lock %.1f s, rwlock %.1f s, "
                .. "counter %.1f s", l.max_over, math.max(rr.max_over, rw.max_over), ct.max_over))
     row("**Leaked nodes**", "**" .. R.leaks .. "**",
-        format("lock and rwlock paths listed after the end: %s left; during the run, %d checks by "
+        format("paths of held nodes listed after the end: %s left; during the run, %d checks by "
                .. "contenders holding nothing for a node of their own session: %d found",
                tostring(R.final_nodes), R.orphan_checks, #R.orphan_list))
 

@@ -7,6 +7,7 @@ local _M = {}
 
 local BASE = "/chaos/ml"
 _M.paths = { BASE }
+_M.held = { BASE .. "/a", BASE .. "/b", BASE .. "/c" }   -- listed at the end until empty
 _M.weight = 2
 
 local PAIRS = { { "a", "b" }, { "b", "c" }, { "a", "c" } }

@@ -6,6 +6,7 @@ local _M = {}
 local PATH = "/chaos/sem"
 _M.MAX = 2
 _M.paths = {}
+_M.held = { PATH .. "/locks", PATH .. "/leases" }   -- listed at the end until empty
 _M.weight = 2
 
 function _M.start(ctx)
