@@ -1,6 +1,8 @@
--- tools/chaos.lua: the chaos run. Contenders take a lock, a read-write lock
--- and a counter while faults are injected; the checker (tools/chaos/check.lua)
--- then proves from the logs that nothing unsafe happened.
+-- tools/chaos.lua: the chaos run. Contenders use the recipes of the catalog
+-- (lock, rwlock, counter, cohort lock and rwlock, multi-lock, semaphore,
+-- barrier, work queue, group, partitioner, persistent node) while faults are
+-- injected; the checker (tools/chaos/check.lua) then proves from the logs
+-- that each kept its promises.
 --
 --   luajit tools/chaos.lua [--duration S] [--contenders N] [--seed X]
 --                          [--session-timeout S] [--recipes LIST] [--dir DIR]

@@ -6,8 +6,9 @@
 -- Reads DIR/driver.log (faults with their monotonic start and end, spawns,
 -- the final node listing and counter value), DIR/c<ID>.<INC>.log (one per
 -- contender process: try / enter / write / leave / release / fail / ack /
--- lost / heldfalse / fenced / state / raise / exit events), and the two
--- resources' decision logs DIR/lock.res and DIR/rw.res.
+-- lost / heldfalse / fenced / state / raise / exit events, and the
+-- recipes' own), and the resources' decision logs DIR/lock.res, DIR/rw.res
+-- (and DIR/cohort.res, DIR/cohortrw.res).
 --
 -- Definitions:
 --   grant      an acquire that returned true: the interval [enter, leave]
@@ -45,9 +46,9 @@
 --              write may have happened, and adds cut short by SIGKILL).
 --   the other recipes of the run (DIR/driver.log's config recipes=):
 --              chaos/check/<name>.lua each states and checks its promises
---              (multi_lock, semaphore, barrier, work_queue, group,
---              partitioner, persistent_node; chaos/check/stable.lua: when a
---              state must have settled).
+--              (cohort_lock, cohort_rwlock, multi_lock, semaphore, barrier,
+--              work_queue, group, partitioner, persistent_node;
+--              chaos/check/stable.lua: when a state must have settled).
 --
 -- The parts: chaos/check/logs.lua reads the logs, chaos/check/rules.lua
 -- applies the definitions above, chaos/check/summary.lua makes the table.
