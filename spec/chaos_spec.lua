@@ -407,6 +407,37 @@ describe("chaos checkers on made-up logs", function()
         assert.is_true(verdict("work_queue", procs, listed).ok)
     end)
 
+    it("work_queue: what is not a violation (an old claim, a put re-sent)", function()
+        local listed = { { 31, "wq_final_done", { items = 0 } } }
+        local procs = {
+            ["1.1"] = { { 1, "wq_put_done", { n = 1, data = "c1.1:1", ok = 1 } } },
+            ["2.1"] = { { 4, "wq_take", { n = 1, data = "c1.1:1", t0 = 1.5 } },
+                        { 4.1, "wq_ack", { n = 1, data = "c1.1:1", ok = 0, err = "lost" } } },
+            ["3.1"] = { { 2, "wq_take", { n = 1, data = "c1.1:1", t0 = 1.9 } },
+                        { 3, "wq_ack", { n = 1, data = "c1.1:1", ok = 1 } } },
+        }
+        -- 2.1's take returned after 3.1's ack, with a claim made before it
+        -- (its session was lost meanwhile): the item did not come back.
+        assert.is_true(verdict("work_queue", procs, listed).ok)
+        procs["2.1"][1][3].t0 = 3.5
+        local v, d = kinds(verdict("work_queue", procs, listed))
+        assert.equal(1, v["work_queue: acked item came back"], d)
+        -- Acked twice: a violation unless the put was in flight when its
+        -- session ended (sent again: the item may be there twice).
+        procs = {
+            ["1.1"] = { { 1, "wq_put", { n = 1, data = "c1.1:1" } },
+                        { 5, "wq_put_done", { n = 1, data = "c1.1:1", ok = 1 } } },
+            ["2.1"] = { { 2, "wq_take", { n = 1, data = "c1.1:1", t0 = 1.5 } },
+                        { 3, "wq_ack", { n = 1, data = "c1.1:1", ok = 1 } },
+                        { 6, "wq_take", { n = 2, data = "c1.1:1", t0 = 5.5 } },
+                        { 7, "wq_ack", { n = 2, data = "c1.1:1", ok = 1 } } },
+        }
+        v, d = kinds(verdict("work_queue", procs, listed))
+        assert.equal(1, v["work_queue: acked twice"], d)
+        table.insert(procs["1.1"], 2, { 3, "state", { new = "lost", old = "suspended" } })
+        assert.is_true(verdict("work_queue", procs, listed).ok)
+    end)
+
     it("group: a view that is not the server's once stable", function()
         local procs = { ["1.1"] = { { 1, "group_view", { members = "c1", sid = "s1" } } },
                         ["2.1"] = { { 1, "group_view", { members = "c1,c2", sid = "s2" } } } }
