@@ -40,7 +40,7 @@ describe("chaos #zk #slow", function()
 end)
 
 
--- The rest of the catalog in five short runs on one shared ensemble (3
+-- The rest of the catalog in six short runs on one shared ensemble (3
 -- contenders, session timeout 2 s, a fault every 0.5-1.5 s for 6 s; the
 -- recipes with a stable state then settle for 8 s): each recipe's checker
 -- (tools/chaos/check/<name>.lua) must find nothing, after judging something.
@@ -63,6 +63,7 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         multi_lock = function(r) return r.ops.ml and r.ops.ml.granted >= 5 end,
         semaphore = function(r) return r.ops.sem and r.ops.sem.granted >= 5 end,
         barrier = function(r) return r.ops.bar and r.ops.bar.tries >= 3 end,
+        double_barrier = function(r) return r.figures.double_barrier.left >= 3 end,
         work_queue = function(r) return r.figures.work_queue.acks >= 5 end,
         group = function(r) return r.figures.group.views >= 3 end,
         partitioner = function(r) return r.figures.partitioner.claims >= 3
@@ -91,7 +92,8 @@ describe("chaos over the rest of the catalog #zk #slow", function()
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
     local RUNS = { { "cohort_lock", "cohort_rwlock" }, { "multi_lock", "semaphore" }, { "barrier" },
-                   { "work_queue" }, { "group", "partitioner", "persistent_node" } }
+                   { "double_barrier" }, { "work_queue" }, { "group", "partitioner",
+                                                              "persistent_node" } }
 
     for _, run in ipairs(RUNS) do
         local list = table.concat(run, ",")
@@ -386,6 +388,28 @@ describe("chaos checkers on made-up logs", function()
         assert.equal(1, v["barrier: through before the remove"], d)
         procs["2.1"][2] = { 4.05, "ack", { op = "bar", n = 1, path = path } }
         assert.is_true(verdict("barrier", procs).ok)
+    end)
+
+    it("double_barrier: through before all arrived, out before all left", function()
+        local path = "/chaos/dbar/r1"
+        local function round(n, from, through, leave, out)
+            return { { from, "try", { op = "dbenter", n = n, timeout = 5, path = path } },
+                     { through, "ack", { op = "dbenter", n = n, path = path } },
+                     { leave, "try", { op = "dbleave", n = n + 1, timeout = 5, path = path } },
+                     { out, "ack", { op = "dbleave", n = n + 1, path = path } } }
+        end
+        local procs = { ["1.1"] = round(1, 1, 3, 4, 6), ["2.1"] = round(1, 2, 3, 4.5, 6),
+                        ["3.1"] = round(1, 2.5, 3, 5, 6) }
+        assert.is_true(verdict("double_barrier", procs).ok)
+        -- The third arrives after the first two got through.
+        procs["3.1"] = round(1, 3.5, 3.6, 5, 6)
+        local v, d = kinds(verdict("double_barrier", procs))
+        assert.equal(2, v["double_barrier: through before all arrived"], d)
+        -- The first is out before the third began to leave.
+        procs["3.1"] = round(1, 2.5, 3, 5, 6)
+        procs["1.1"] = round(1, 1, 3, 4, 4.8)
+        v, d = kinds(verdict("double_barrier", procs))
+        assert.equal(1, v["double_barrier: left before all left"], d)
     end)
 
     it("work_queue: an ack answered lost that was applied", function()

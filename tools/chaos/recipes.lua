@@ -6,7 +6,8 @@
 local _M = {}
 
 _M.ALL = { "lock", "rwlock", "counter", "cohort_lock", "cohort_rwlock", "multi_lock",
-           "semaphore", "barrier", "work_queue", "group", "partitioner", "persistent_node" }
+           "semaphore", "barrier", "double_barrier", "work_queue", "group", "partitioner",
+           "persistent_node" }
 
 local BUILTIN = { lock = true, rwlock = true, counter = true }
 
