@@ -1,18 +1,19 @@
 -- tools/chaos.lua: the chaos run. Contenders use the recipes of the catalog
 -- (lock, rwlock, counter, cohort lock and rwlock, multi-lock, semaphore,
--- barrier, work queue, group, partitioner, persistent node) while faults are
--- injected; the checker (tools/chaos/check.lua) then proves from the logs
--- that each kept its promises.
+-- barrier, double barrier, work queue, group, partitioner, persistent node)
+-- while faults are injected; the checker (tools/chaos/check.lua) then proves
+-- from the logs that each kept its promises.
 --
 --   luajit tools/chaos.lua [--duration S] [--contenders N] [--seed X]
 --                          [--session-timeout S] [--recipes LIST] [--dir DIR]
 --                          [--keep] [--doc]
 --
 -- --recipes: a comma-separated part of the catalog (tools/chaos/recipes.lua:
--- lock, rwlock, counter, multi_lock, semaphore, barrier, work_queue, group,
--- partitioner, persistent_node), default all of it. Each recipe beyond the
--- lock family has its part of the run in tools/chaos/recipe/<name>.lua
--- and its checker in tools/chaos/check/<name>.lua; group, partitioner and
+-- lock, rwlock, counter, cohort_lock, cohort_rwlock, multi_lock, semaphore,
+-- barrier, double_barrier, work_queue, group, partitioner, persistent_node),
+-- default all of it. Each recipe beyond the lock family has its part of the
+-- run in tools/chaos/recipe/<name>.lua and its checker in
+-- tools/chaos/check/<name>.lua; group, partitioner and
 -- persistent node are also probed on the server by the driver every second,
 -- and the run settles (no fault for 3 session timeouts + 2 s) before the
 -- end, so that their stable state is checked.

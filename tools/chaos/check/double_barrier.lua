@@ -1,13 +1,14 @@
 -- chaos.check.double_barrier: start together, finish together (README),
 -- from the op=dbenter / dbleave lines. A participant is present on a path
--- from its enter's try to the try of its leave (or its enter's failure, or
+-- from its enter's try to its leave's outcome (or its enter's failure, or
 -- its kill): a superset of the time its node existed.
 --   early enter   an enter that returned true though at no moment since it
 --                 began were N participants present.
---   early leave   a leave that returned true though a participant present
---                 when that one got through had shown no sign of leaving by
---                 then (its leave tried, its enter failed, its process
---                 killed, paused, expired or its session lost).
+--   early leave   a leave that returned true though a participant surely
+--                 present when that one got through (its enter had returned
+--                 true, its leave not begun) had shown no sign of leaving by
+--                 then (its leave tried, its process killed, paused,
+--                 expired or its session lost).
 local format = string.format
 
 local _M = {}
@@ -29,7 +30,9 @@ local function intervals(R)
                     cur.to = o.out_t or kill_t or P.last_t
                 end
             elseif o.op == "dbleave" and cur and cur.path == o.kv.path then
-                cur.to, cur.leave = o.try_t, o
+                -- The lowest node stays until every other went: present
+                -- until the leave's outcome.
+                cur.to, cur.leave = o.out_t or kill_t or P.last_t, o
             end
         end
         for _, list in pairs(by_path) do
@@ -60,7 +63,9 @@ end
 -- Any sign by time t that participant y left: its leave tried, its enter
 -- failed, a fault on its process, its session lost.
 local function gone_by(R, y, t)
-    if y.to <= t and (y.leave or y.enter.out ~= "ack") then return true end
+    if (y.leave and y.leave.try_t <= t) or (y.enter.out ~= "ack" and y.to <= t) then
+        return true
+    end
     local kill_t = R.killed[y.key]
     if kill_t and kill_t <= t then return true end
     for _, f in ipairs(R.by_target[y.P.id] or {}) do
@@ -91,8 +96,12 @@ function _M.run(R)
                 if l and l.out == "ack" then
                     left = left + 1
                     for _, y in ipairs(list) do
-                        if y ~= x and y.from <= e.out_t and y.to >= e.out_t
-                                and not gone_by(R, y, l.out_t) then
+                        -- y surely had its node when x got through: its
+                        -- enter had returned true, its leave not begun.
+                        local ye = y.enter
+                        local sure = ye.out == "ack" and ye.out_t <= e.out_t
+                            and (not y.leave or y.leave.try_t >= e.out_t)
+                        if y ~= x and sure and not gone_by(R, y, l.out_t) then
                             R:violation("double_barrier: left before all left",
                                         format("%s left %s at %.3f while %s (present since "
                                                .. "%.3f) had not begun to leave", x.key, path,

@@ -1,8 +1,9 @@
 -- chaos.recipe.double_barrier: rounds of 3 participants. The round's path
 -- (/chaos/dbar/r<k>) is in DIR/dbar; a contender enters it (op=dbenter,
--- with a timeout), works a moment, leaves (op=dbleave), and moves the
--- file on to round k+1 (also after an enter that failed, so that a round
--- broken by a fault does not hold everyone up). Logged as try / ack /
+-- with a timeout), moves the file on to round k+1 (also after an enter
+-- that failed, so that a round broken by a fault does not hold everyone
+-- up; a round's path is not used again once it is through), works a
+-- moment and leaves (op=dbleave). Logged as try / ack /
 -- fail with the path. chaos/check/double_barrier.lua.
 local proc = require "helpers.proc"
 
@@ -33,13 +34,17 @@ function _M.op(ctx, st)
     local k = tonumber((proc.read_file(st.file) or ""):match("^(%d+)")) or 1
     local path = BASE .. "/r" .. k
     local db = ctx.c:double_barrier(path, _M.N, { id = ctx.me })
-    if step(ctx, "dbenter", path, function(t) return db:enter(t) end, ctx.rng:pick({ 1, 2, 3, 5 })) then
-        ctx.c:waiter():sleep(ctx.rng:range(0.005, 0.2))
-        step(ctx, "dbleave", path, function(t) return db:leave(t) end, 5)
-    end
+    local ok = step(ctx, "dbenter", path, function(t) return db:enter(t) end,
+                    ctx.rng:pick({ 1, 2, 3, 5 }))
+    -- A round must be over before its path is used again: whoever comes
+    -- next goes to the next round.
     local now_k = tonumber((proc.read_file(st.file) or ""):match("^(%d+)")) or 1
     if now_k == k then
         proc.write_file_atomic(st.file, (k + 1) .. "\n")
+    end
+    if ok then
+        ctx.c:waiter():sleep(ctx.rng:range(0.005, 0.2))
+        step(ctx, "dbleave", path, function(t) return db:leave(t) end, 5)
     end
 end
 
