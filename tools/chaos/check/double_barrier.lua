@@ -1,7 +1,8 @@
 -- chaos.check.double_barrier: start together, finish together (README),
 -- from the op=dbenter / dbleave lines. A participant is present on a path
--- from its enter's try to its leave's outcome (or its enter's failure, or
--- its kill): a superset of the time its node existed.
+-- from its enter's try to its leave's outcome (or a session timeout after
+-- its enter failed, or after it was killed: its session lives on): a
+-- superset of the time its node existed.
 --   early enter   an enter that returned true though at no moment since it
 --                 began were N participants present.
 --   early leave   a leave that returned true though a participant surely
@@ -27,17 +28,21 @@ local function intervals(R)
                 by_path[path] = by_path[path] or {}
                 by_path[path][#by_path[path] + 1] = cur
                 if o.out ~= "ack" then
-                    cur.to = o.out_t or kill_t or P.last_t
+                    -- A failed enter deletes its node, maybe later (a
+                    -- guaranteed delete): a session timeout of slack.
+                    cur.to = o.out_t and o.out_t + R.st
                 end
             elseif o.op == "dbleave" and cur and cur.path == o.kv.path then
                 -- The lowest node stays until every other went: present
                 -- until the leave's outcome.
-                cur.to, cur.leave = o.out_t or kill_t or P.last_t, o
+                cur.to, cur.leave = o.out_t, o
             end
         end
+        -- Killed inside: its node stays until its session expires.
+        local gone = kill_t and kill_t + R.st + 1 or P.last_t
         for _, list in pairs(by_path) do
             for _, iv in ipairs(list) do
-                if iv.key == P.key and not iv.to then iv.to = kill_t or P.last_t end
+                if iv.key == P.key and not iv.to then iv.to = gone end
             end
         end
     end
