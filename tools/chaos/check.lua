@@ -6,8 +6,9 @@
 -- Reads DIR/driver.log (faults with their monotonic start and end, spawns,
 -- the final node listing and counter value), DIR/c<ID>.<INC>.log (one per
 -- contender process: try / enter / write / leave / release / fail / ack /
--- lost / heldfalse / fenced / state / raise / exit events), and the two
--- resources' decision logs DIR/lock.res and DIR/rw.res.
+-- lost / heldfalse / fenced / state / raise / exit events, and the
+-- recipes' own), and the resources' decision logs DIR/lock.res, DIR/rw.res
+-- (and DIR/cohort.res, DIR/cohortrw.res).
 --
 -- Definitions:
 --   grant      an acquire that returned true: the interval [enter, leave]
@@ -43,16 +44,23 @@
 --   counter    acknowledged add() results all distinct, within 1..final,
 --              and final <= acknowledged + ambiguous (errors that said the
 --              write may have happened, and adds cut short by SIGKILL).
+--   the other recipes of the run (DIR/driver.log's config recipes=):
+--              chaos/check/<name>.lua each states and checks its promises
+--              (cohort_lock, cohort_rwlock, multi_lock, semaphore, barrier,
+--              double_barrier, work_queue, group, partitioner, persistent_node;
+--              chaos/check/stable.lua: when a state must have settled).
 --
 -- The parts: chaos/check/logs.lua reads the logs, chaos/check/rules.lua
 -- applies the definitions above, chaos/check/summary.lua makes the table.
 do
     local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
     package.path = here .. "/../?.lua;" .. here .. "/../../spec/?.lua;" .. package.path
+    require("helpers.tool").paths(here .. "/../..")     -- zkcoord (its error codes)
 end
 local logs = require "chaos.check.logs"
 local rules = require "chaos.check.rules"
 local summary = require "chaos.check.summary"
+local recipes = require "chaos.recipes"
 
 local _M = {}
 
@@ -84,6 +92,11 @@ function _M.run(dir)
     rules.fenced_holders(R)
     rules.held_cases(R)
     rules.counter(R)
+    R.recipe_rows = {}     -- { label =, prefix = (of its violation kinds), details = }
+    for _, name in ipairs(R.recipes) do
+        local checker = recipes.checker(name)
+        if checker then checker.run(R) end
+    end
     rules.leaks(R)
     return summary.result(R)
 end

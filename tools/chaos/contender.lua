@@ -1,13 +1,16 @@
 -- tools/chaos/contender.lua: one contender process of the chaos run.
 --
---   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE
+--   luajit tools/chaos/contender.lua ID INC DIR SERVERS SESSION_TIMEOUT SEED HARD_DEADLINE \
+--                                    [RECIPES]
 --
 -- Loops until DIR/stop exists (or the monotonic time HARD_DEADLINE passes),
--- mixing: the lock /chaos/lock (acquire with a timeout, a critical section
--- that writes its fencing token to the resource DIR/lock.res, release); the
--- read or write side of the rwlock /chaos/rw (writers write their token to
--- DIR/rw.res); counter /chaos/counter add(1). Everything goes to
--- DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
+-- mixing the recipes of RECIPES (chaos/recipes.lua; default all): the lock
+-- /chaos/lock (acquire with a timeout, a critical section that writes its
+-- fencing token to the resource DIR/lock.res, release); the read or write
+-- side of the rwlock /chaos/rw (writers write their token to DIR/rw.res);
+-- counter /chaos/counter add(1); the others as their part
+-- chaos/recipe/<name>.lua says (it gets the context `ctx` below).
+-- Everything goes to DIR/c<ID>.<INC>.log (see tools/chaos/check.lua for the events), with
 -- zkcoord.now() (CLOCK_MONOTONIC, comparable across processes).
 --
 -- The driver talks to us through files: DIR/c<ID>.session is where we
@@ -23,8 +26,11 @@ local zkcoord = require "zkcoord"
 local proc = require "helpers.proc"
 local util = require "chaos.util"
 local resource = require "chaos.resource"
+local recipes = require "chaos.recipes"
 
-local id, inc, dir, servers, st, seed, hard = ...
+local id, inc, dir, servers, st, seed, hard, recipe_list = ...
+local enabled = {}
+for _, name in ipairs(recipes.parse(recipe_list)) do enabled[name] = true end
 id, inc, st = tonumber(id), tonumber(inc), tonumber(st)
 hard = tonumber(hard) or (zkcoord.now() + 3600)
 assert(id and inc and dir and servers and st, "usage: contender.lua ID INC DIR SERVERS ST SEED HARD")
@@ -115,36 +121,38 @@ end)
 -- times (each step checks held(), pumps events while it sleeps, and writes
 -- again). A step that finds the clock jumped by more than a second (we were
 -- paused) keeps going for 3 more seconds so that a lost session is noticed.
--- `long` (the driver asked for it with DIR/c<ID>.hold): hold while that
+-- `on`: the operation's number (default the last one: spawned coroutines
+-- give their own). `long` (the driver asked for it with DIR/c<ID>.hold): hold while that
 -- file exists and 3 s after it went (the driver pauses us, expires our
 -- session or black-holes our connections meanwhile), at most MAX_HOLD s.
-local function critical(op, l, token, res, long)
+local function critical(op, l, token, res, long, on)
+    on = on or n
     local steps = long and 1 or rng:int(1, 3)
     local start = now()
     local last = start
     local linger_until = long and start + 3 or nil
     for step = 1, MAX_STEPS do
         if not l:held() then
-            log("heldfalse", { op = op, n = n, token = token, sid = sid() })
+            log("heldfalse", { op = op, n = on, token = token, sid = sid() })
             return
         end
         if res then
-            local ok, last_acc, t = res:offer(token, me .. ":" .. n)
-            log("write", { op = op, n = n, token = token, res = ok and "A" or (ok == false and "R" or "E"),
+            local ok, last_acc, t = res:offer(token, me .. ":" .. on)
+            log("write", { op = op, n = on, token = token, res = ok and "A" or (ok == false and "R" or "E"),
                            last = last_acc, rt = t })
             if ok == false then
                 -- A newer holder wrote: our node is gone, so our session
                 -- (or the node) ended. The client must find out: pump
                 -- events until held() turns false (bounded).
-                log("fenced", { op = op, n = n, token = token, last = last_acc })
+                log("fenced", { op = op, n = on, token = token, last = last_acc })
                 local until_t = now() + 10
                 while l:held() and now() < until_t do
                     c:waiter():sleep(0.05)
                 end
                 if l:held() then
-                    log("still_held", { op = op, n = n, token = token, secs = 10 })
+                    log("still_held", { op = op, n = on, token = token, secs = 10 })
                 else
-                    log("heldfalse", { op = op, n = n, token = token, sid = sid(), after = "fenced" })
+                    log("heldfalse", { op = op, n = on, token = token, sid = sid(), after = "fenced" })
                 end
                 return
             end
@@ -152,7 +160,7 @@ local function critical(op, l, token, res, long)
         c:waiter():sleep(rng:range(0.005, 0.03))
         local t = now()
         if t - last > 1 then
-            log("gap", { op = op, n = n, token = token, secs = t - last })
+            log("gap", { op = op, n = on, token = token, secs = t - last })
             linger_until = math.max(linger_until or 0, t + 3)
         end
         last = t
@@ -237,22 +245,70 @@ local function counter_op()
 end
 
 
-local function one_op()
-    if proc.file_exists(hold_file) then
-        return lock_op("lock", lk, lock_res, true)
+-- What the recipes' parts (chaos/recipe/<name>.lua) may use.
+local ctx = {
+    c = c, log = log, rng = rng, me = me, id = id, inc = inc, dir = dir, st = st, sid = sid,
+    now = now, TIMEOUTS = TIMEOUTS,
+}
+--- The next operation number (the n= of its log lines).
+function ctx.next_n()
+    n = n + 1
+    return n
+end
+--- The critical section of operation `on` (ctx.next_n()) holding `l`
+--- (held()), writing `token` to `res` (a chaos.resource, or nil).
+function ctx.critical(op, l, token, res, on)
+    return critical(op, l, token, res, false, on)
+end
+
+-- The operations to draw from: { weight, fn }.
+local menu, total_weight = {}, 0
+local function offer(weight, fn)
+    if weight > 0 then
+        menu[#menu + 1] = { weight, fn }
+        total_weight = total_weight + weight
     end
-    local r = rng:float()
-    if r < 0.5 then
-        lock_op("lock", lk, lock_res, false)
-    elseif r < 0.75 then
+end
+if enabled.lock then
+    offer(4, function() lock_op("lock", lk, lock_res, false) end)
+end
+if enabled.rwlock then
+    offer(2, function()
         if rng:float() < 0.35 then
             lock_op("rwwrite", wl, rw_res, false)
         else
             lock_op("rwread", rl, nil, false)
         end
-    else
-        counter_op()
+    end)
+end
+if enabled.counter then
+    offer(2, counter_op)
+end
+local parts = {}
+for _, name in ipairs(recipes.ALL) do
+    local part = enabled[name] and recipes.part(name)
+    if part then
+        local state = part.start(ctx)
+        parts[#parts + 1] = { part = part, state = state }
+        offer(part.weight or 0, function() part.op(ctx, state) end)
     end
+end
+
+local function one_op()
+    if enabled.lock and proc.file_exists(hold_file) then
+        return lock_op("lock", lk, lock_res, true)
+    end
+    if total_weight == 0 then
+        return c:waiter():sleep(0.1)
+    end
+    local r = rng:float() * total_weight
+    for _, m in ipairs(menu) do
+        r = r - m[1]
+        if r < 0 then
+            return m[2]()
+        end
+    end
+    return menu[#menu][2]()
 end
 
 
@@ -282,6 +338,14 @@ log("stopping", { ops = ops, sid = sid() })
 local ok, err = xpcall(orphan_check, debug.traceback, "stop")
 if not ok then
     log("raise", { n = n, msg = tostring(err):sub(1, 400) })
+end
+for _, p in ipairs(parts) do
+    if p.part.stop then
+        ok, err = xpcall(p.part.stop, debug.traceback, ctx, p.state)
+        if not ok then
+            log("raise", { n = n, msg = tostring(err):sub(1, 400) })
+        end
+    end
 end
 c:close()
 lock_res:close()

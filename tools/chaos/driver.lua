@@ -9,6 +9,7 @@ local zkserver = require "helpers.zkserver"
 local tcpproxy = require "helpers.tcpproxy"
 local world = require "chaos.world"
 local faults = require "chaos.faults"
+local recipes = require "chaos.recipes"
 
 local now = zkcoord.now
 local PATHS = world.PATHS
@@ -25,20 +26,35 @@ end
 local function setup(w)
     w.dlog("config", { duration = w.duration, contenders = w.ncont, seed = w.seed, st = w.st,
                        cap = w.cap, gap_min = w.gap_min, gap_max = w.gap_max,
-                       pid = proc.getpid() })
+                       pid = proc.getpid(), recipes = table.concat(w.recipes, ",") })
     w.say(("chaos: seed %d, %d contenders, %g s, session timeout %g s, logs in %s")
         :format(w.seed, w.ncont, w.duration, w.st, w.dir))
     local err
-    w.ens, err = zkserver.start_ensemble { size = 3, tick_time = 500, timeout = 180 }
-    assert(w.ens, "ensemble: " .. tostring(err))
+    w.ens = w.shared_ens
+    if not w.ens then
+        w.ens, err = zkserver.start_ensemble { size = 3, tick_time = 500, timeout = 180 }
+        assert(w.ens, "ensemble: " .. tostring(err))
+    end
     w.dlog("ensemble", { hosts = w.ens.hosts, leader = w.ens:leader() })
 
     local admin = admin_client(w)
-    for _, p in ipairs({ "/chaos", PATHS.lock, PATHS.rw }) do
+    local paths = { "/chaos", PATHS.lock, PATHS.rw }
+    w.parts = {}
+    -- Where the nodes of holders go: listed at the end until empty.
+    w.held_paths = { PATHS.lock, PATHS.rw }
+    for _, name in ipairs(w.recipes) do
+        local part = recipes.part(name)
+        if part then
+            w.parts[#w.parts + 1] = part
+            for _, p in ipairs(part.paths or {}) do paths[#paths + 1] = p end
+            for _, p in ipairs(part.held or {}) do w.held_paths[#w.held_paths + 1] = p end
+        end
+    end
+    for _, p in ipairs(paths) do
         local ok, cerr = admin:create(p)
         assert(ok or cerr == "nodeexists", "create " .. p .. ": " .. tostring(cerr))
     end
-    admin:close()
+    w.admin = admin     -- the recipes' probes read the server's state with it
 
     for i = 1, w.ncont do
         local ci = { id = i, inc = 0, proxies = {}, status = "new" }
@@ -63,6 +79,19 @@ local function watch_contenders(w)
             if not w.stopping and not ci.busy then
                 world.spawn(w, ci)
             end
+        end
+    end
+end
+
+-- What the recipes' parts read from the server (every second), logged.
+local function probe(w)
+    if now() < (w.next_probe or 0) then
+        return
+    end
+    w.next_probe = now() + 1
+    for _, part in ipairs(w.parts) do
+        if part.probe then
+            part.probe(w.admin, w.dlog)
         end
     end
 end
@@ -93,12 +122,53 @@ local function chaos_loop(w)
                 next_fault = now() + 0.5
             end
         end
+        probe(w)
         if now() - last_report >= 60 then
             last_report = now()
             progress(w)
         end
         proc.sleep(0.05)
     end
+end
+
+-- Every server up (a restart may still be pending).
+local function servers_up(w)
+    for i, s in ipairs(w.ens.servers) do
+        if not s:running() then
+            s:start { wait = false }
+            w.dlog("server_start", { server = i, final = 1 })
+        end
+    end
+    local rok, rerr = w.ens:wait_ready(180)
+    w.dlog("ensemble_ready", { ok = rok and 1 or 0, err = rerr and rerr:sub(1, 200) })
+    if w.server_busy then
+        faults.watch_server(w)
+    end
+end
+
+-- With the recipes that promise a stable state (a group's views, the
+-- partitions' owners, persistent nodes): every server up, then no fault
+-- for 3 session timeouts + 2 s (a killed contender's session expires, the
+-- members see it, take their share), probing all along, then 3 more probes:
+-- the checker (chaos/check/stable.lua) compares the views with these.
+local function settle(w)
+    local any = false
+    for _, part in ipairs(w.parts) do
+        if part.probe then any = true end
+    end
+    if not any then
+        return
+    end
+    servers_up(w)
+    local quiet = 3 * w.st + 2
+    w.dlog("settle", { secs = quiet })
+    w.say(("chaos: no fault for %g s, then the stable state is probed"):format(quiet))
+    local t_end = now() + quiet + 3
+    while now() < t_end do
+        probe(w)
+        proc.sleep(0.05)
+    end
+    w.dlog("settled", {})
 end
 
 -- No new fault; those under way run their course (a pause still lasts
@@ -120,6 +190,7 @@ local function stop(w)
         os.remove(world.hold_file(w, ci))
     end
     w.dlog("faults_undone", {})
+    settle(w)
     proc.write_file(w.dir .. "/stop", "stop\n")
     w.say("chaos: stopping contenders")
     local exit_deadline = now() + 60 + 3 * w.st
@@ -137,22 +208,7 @@ local function stop(w)
     w.dlog("contenders_stopped", {})
 end
 
--- Every server up (a restart may still be pending).
-local function servers_up(w)
-    for i, s in ipairs(w.ens.servers) do
-        if not s:running() then
-            s:start { wait = false }
-            w.dlog("server_start", { server = i, final = 1 })
-        end
-    end
-    local rok, rerr = w.ens:wait_ready(180)
-    w.dlog("ensemble_ready", { ok = rok and 1 or 0, err = rerr and rerr:sub(1, 200) })
-    if w.server_busy then
-        faults.watch_server(w)
-    end
-end
-
--- The lock and rwlock paths listed until empty (the sessions of killed
+-- The lock and rwlock paths (and those of the recipes' holders) listed until empty (the sessions of killed
 -- contenders expire), then the counter read.
 local function leftovers(w)
     w.say("chaos: waiting for lock nodes to go")
@@ -161,21 +217,30 @@ local function leftovers(w)
     local leak_deadline = now() + 3 * w.st + 30
     repeat
         left, names = 0, {}
-        for _, key in ipairs({ "lock", "rw" }) do
-            local kids = admin:children(PATHS[key])
+        for _, path in ipairs(w.held_paths) do
+            local kids = admin:children(path)
             for _, k in ipairs(kids or {}) do
                 left = left + 1
-                local stat = admin:exists(PATHS[key] .. "/" .. k)
-                names[#names + 1] = key .. ":" .. k .. "@" .. tostring(stat and stat.ephemeral_owner)
+                local stat = admin:exists(path .. "/" .. k)
+                names[#names + 1] = path .. "/" .. k .. "@" .. tostring(stat and stat.ephemeral_owner)
             end
         end
         if left > 0 then proc.sleep(0.5) end
     until left == 0 or now() >= leak_deadline
     w.dlog("final_nodes", { count = left, names = table.concat(names, ",") })
-    admin:sync(PATHS.counter)
-    local data, cerr = admin:get(PATHS.counter)
-    w.dlog("final_counter", { value = data and tonumber(data) or -1, err = not data and cerr or nil })
+    if w.has.counter then
+        admin:sync(PATHS.counter)
+        local data, cerr = admin:get(PATHS.counter)
+        w.dlog("final_counter", { value = data and tonumber(data) or -1,
+                                  err = not data and cerr or nil })
+    end
+    for _, part in ipairs(w.parts) do
+        if part.final then
+            part.final(admin, w.dlog)
+        end
+    end
     admin:close()
+    w.admin:close()
 end
 
 --- The whole run on state w (chaos.world.new); raises on a setup failure.

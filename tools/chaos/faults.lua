@@ -63,7 +63,9 @@ end
 local function request_hold(w, ci, kind, act)
     ci.busy = kind
     proc.write_file(hold_file(w, ci), "hold\n")
-    w.pending_hold = { c = ci, kind = kind, since = now(), act = act }
+    -- Without the lock in the run nobody holds it: act at once.
+    local since = w.has.lock and now() or now() - 10
+    w.pending_hold = { c = ci, kind = kind, since = since, act = act }
     w.dlog("inject", { kind = kind, target = ci.id, inc = ci.inc, phase = "hold_requested" })
 end
 

@@ -10,6 +10,7 @@
 local zkcoord = require "zkcoord"
 local proc = require "helpers.proc"
 local util = require "chaos.util"
+local recipes = require "chaos.recipes"
 
 local now = zkcoord.now
 
@@ -31,6 +32,7 @@ function _M.new(opts, here)
         st = opts.session_timeout or 4,
         gap_min = opts.gap_min or 1.5, gap_max = opts.gap_max or 5,
         say = opts.print or function() end,
+        shared_ens = opts.ensemble,   -- a running 3-node ensemble to use (and leave running)
         cap = math.max(2, math.ceil(duration / 15)),   -- at most this many faults of each kind
         contenders = {}, all_proxies = {},
         stopping = false,
@@ -39,7 +41,10 @@ function _M.new(opts, here)
         server_busy = nil,    -- { idx =, phase = "down" | "starting", ... }
         pending_hold = nil,   -- { c =, kind =, since =, act = }
         deck = {},
+        recipes = recipes.parse(opts.recipes),   -- the catalog this run covers
+        has = {},                                -- recipe name -> true
     }
+    for _, name in ipairs(w.recipes) do w.has[name] = true end
     w.rng = util.rng(w.seed)
     w.dir = opts.dir or assert(proc.mktemp_dir("zkcoord-chaos-"))
     assert(proc.mkdir_p(w.dir))
@@ -71,7 +76,8 @@ function _M.spawn(w, ci)
     ci.inc = ci.inc + 1
     local errlog = ("%s/c%d.%d.err"):format(w.dir, ci.id, ci.inc)
     local pid, perr = proc.spawn({ "luajit", w.here .. "/chaos/contender.lua", ci.id, ci.inc,
-                                   w.dir, ci.servers, w.st, w.seed, ("%.3f"):format(w.hard) },
+                                   w.dir, ci.servers, w.st, w.seed, ("%.3f"):format(w.hard),
+                                   table.concat(w.recipes, ",") },
                                  { owner = true, stdout = errlog, stderr = errlog })
     if not pid then
         w.dlog("spawn_fail", { target = ci.id, inc = ci.inc, err = perr })
@@ -107,10 +113,10 @@ function _M.cleanup(w)
     for _, p in ipairs(w.all_proxies) do
         p:stop()
     end
-    if w.ens then
+    if w.ens and not w.shared_ens then
         w.ens:destroy()
-        w.ens = nil
     end
+    w.ens = nil
 end
 
 return _M

@@ -59,8 +59,12 @@ end
 function _M.read_driver(R)
     R.cfg, R.faults, R.by_target, R.killed, R.stuck, R.paused, R.died = {}, {}, {}, {}, {}, {}, {}
     R.spawns = 0
+    R.driver_events = {}      -- every line: { t =, ev =, kv = } (the recipes' checkers)
     for _, line in ipairs(read_lines(R.dir .. "/driver.log")) do
         local t, ev, kv = util.parse_line(line)
+        if t then
+            R.driver_events[#R.driver_events + 1] = { t = t, ev = ev, kv = kv }
+        end
         if ev == "config" then
             R.cfg = kv
         elseif ev == "fault" then
@@ -80,6 +84,12 @@ function _M.read_driver(R)
         end
     end
     R.st = num(R.cfg.st) or 4
+    -- Runs from before --recipes covered the lock, rwlock and counter.
+    R.recipes = {}
+    for name in (R.cfg.recipes or "lock,rwlock,counter"):gmatch("[^,]+") do
+        R.recipes[#R.recipes + 1] = name
+        R.recipes[name] = true
+    end
 end
 
 -- Events of a contender's log that concern one operation `o` (the n= of
@@ -129,7 +139,7 @@ local PROC_EVENTS = {
     try = function(R, P, t, kv)
         local n = num(kv.n)
         local o = { key = P.key, id = P.id, inc = P.inc, n = n, op = kv.op, try_t = t,
-                    timeout = num(kv.timeout), writes = {} }
+                    timeout = num(kv.timeout), writes = {}, kv = kv }
         P.ops[n] = o
         P.order[#P.order + 1] = o
         R.all_ops[#R.all_ops + 1] = o
@@ -169,12 +179,15 @@ local function read_contender(R, name, id, inc)
     local key = id .. "." .. inc
     local P = { key = key, id = id, inc = inc, ops = {}, order = {}, states = {},
                 raises = {}, exited = false, last_t = 0,
-                last_grant = {} }     -- op -> op record of the latest grant
+                last_grant = {},      -- op -> op record of the latest grant
+                events = {} }         -- every line: { t =, ev =, kv = } (the recipes' checkers)
     R.procs[key] = P
     for _, line in ipairs(read_lines(R.dir .. "/" .. name)) do
         local t, ev, kv = util.parse_line(line)
         if t then
+            P.first_t = P.first_t or t
             P.last_t = t
+            P.events[#P.events + 1] = { t = t, ev = ev, kv = kv }
             local n = num(kv.n)
             local o = n and P.ops[n]
             if PROC_EVENTS[ev] then

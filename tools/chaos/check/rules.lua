@@ -54,7 +54,7 @@ local function outcome(R, P, o, s, kill_t, last_op)
         s.granted = s.granted + 1
     elseif o.out == "ack" then
         s.acked = s.acked + 1
-        R.acks[#R.acks + 1] = o
+        if o.op == "counter" then R.acks[#R.acks + 1] = o end
     elseif o.out == "fail" then
         s.fail[o.err or "?"] = (s.fail[o.err or "?"] or 0) + 1
         if o.ambiguous then
@@ -65,6 +65,9 @@ local function outcome(R, P, o, s, kill_t, last_op)
         end
     end
 end
+
+-- The grant list of an operation: R.grants[GRANT_LIST[op] or op].
+local GRANT_LIST = { rwread = "rw", rwwrite = "rw" }
 
 -- A grant's interval [enter_t, end_t] (a holder killed inside ends at the
 -- kill), its writes counted, the grant listed for the overlap rule.
@@ -85,7 +88,9 @@ local function grant(R, P, o, s, kill_t, last_op)
         if w.res == "A" then s.accepted = s.accepted + 1
         elseif w.res == "R" then s.refused = s.refused + 1 end
     end
-    local list = o.op == "lock" and R.grants.lock or R.grants.rw
+    local family = GRANT_LIST[o.op] or o.op
+    R.grants[family] = R.grants[family] or {}
+    local list = R.grants[family]
     list[#list + 1] = o
 end
 
@@ -152,6 +157,8 @@ local function excuse(R, g)
     return nil
 end
 
+_M.excuse = excuse
+
 local function first_accept(g)
     for _, w in ipairs(g.writes) do
         if w.res == "A" then return w.t end
@@ -188,7 +195,7 @@ local function overlap(R, which, a, g)
     end
 end
 
-local function check_overlaps(R, list, which, conflict)
+local function check_overlaps(R, list, which, conflict, within)
     sort(list, function(a, b) return a.enter_t < b.enter_t end)
     local active = {}
     for _, g in ipairs(list) do
@@ -198,12 +205,22 @@ local function check_overlaps(R, list, which, conflict)
         end
         active = still
         for _, a in ipairs(active) do
-            if a.key ~= g.key and conflict(a, g) then
+            if (a.key ~= g.key or (within and a.n ~= g.n)) and conflict(a, g) then
                 overlap(R, which, a, g)
             end
         end
         active[#active + 1] = g
     end
+end
+
+--- Overlapping grants of `list` (grant records: key, id, inc, enter_t,
+--- end_t, token?) that conflict(a, b): a violation "<which>: two live
+--- holders" unless the older had lost its hold (as the lock's rule).
+--- `within`: grants of one process conflict too (local owners of a cohort).
+--- R.overlaps[which], R.excused[which].
+function _M.mutex(R, list, which, conflict, within)
+    R.overlaps[which] = R.overlaps[which] or 0
+    check_overlaps(R, list, which, conflict or function() return true end, within)
 end
 
 --- Overlapping grants: R.overlaps, R.excused, R.excused_noticed.
@@ -287,6 +304,17 @@ local function check_resource(R, file, which, glist, by_who)
             end
         end
     end
+end
+
+--- The accept log DIR/<file> of a fenced resource written by the grants of
+--- `list` (as the lock's: strictly increasing across grants, every write
+--- inside its hold), named `which` in the violations. Call after resources().
+function _M.resource(R, file, which, list)
+    local by_who = {}
+    for _, o in ipairs(list) do
+        by_who["c" .. o.key .. ":" .. o.n] = o
+    end
+    check_resource(R, file, which, list, by_who)
 end
 
 --- The resources' logs: R.gap_writes, R.res_stats.
@@ -376,6 +404,10 @@ end
 --- ambiguous. R.dup.
 function _M.counter(R)
     local seen, dup = {}, 0
+    R.dup = 0
+    if not R.recipes.counter then
+        return
+    end
     local final = R.final_counter
     for _, o in ipairs(R.acks) do
         if seen[o.value] then

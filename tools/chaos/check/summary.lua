@@ -76,8 +76,9 @@ end
 local function fault_rows(R, row, counts, total, extra)
     local cfg = R.cfg
     row("**Faults injected**", "**" .. total .. "**",
-        format("over %s s, seed %s, %s contenders, session timeout %s s", tostring(cfg.duration),
-               tostring(cfg.seed), tostring(cfg.contenders), tostring(cfg.st)))
+        format("over %s s, seed %s, %s contenders, session timeout %s s; recipes %s",
+               tostring(cfg.duration), tostring(cfg.seed), tostring(cfg.contenders),
+               tostring(cfg.st), cfg.recipes or "lock,rwlock,counter"))
     for _, kl in ipairs(FAULT_LABELS) do
         local notes = {}
         if kl[1] == "expire_session" then
@@ -100,46 +101,58 @@ local function op_rows(R, row, total_ops)
     local l, rr, rw, ct = rules.opstat(R, "lock"), rules.opstat(R, "rwread"),
         rules.opstat(R, "rwwrite"), rules.opstat(R, "counter")
     row("**Operations**", "**" .. total_ops .. "**", format("%d contender processes", R.spawns))
-    row("lock acquire", l.tries, format("granted %d; %s; cut short by SIGKILL %d", l.granted,
-                                         errs(l), l.killed_mid))
-    row("lock writes to the fenced resource", l.accepted + l.refused,
-        format("accepted %d, refused (stale token) %d", l.accepted, l.refused))
-    row("rwlock read acquire", rr.tries, format("granted %d; %s; cut short by SIGKILL %d",
-                                                 rr.granted, errs(rr), rr.killed_mid))
-    row("rwlock write acquire", rw.tries, format("granted %d; %s; cut short by SIGKILL %d; "
-                                                  .. "writes accepted %d, refused %d", rw.granted,
-                                                  errs(rw), rw.killed_mid, rw.accepted, rw.refused))
-    row("counter add(1)", ct.tries, format("acknowledged %d, ambiguous errors %d, cut short by "
-                                           .. "SIGKILL %d, failed (not applied) %d; final value %s",
-                                           ct.acked, ct.ambiguous, ct.killed_mid, ct.failed,
-                                           tostring(R.final_counter)))
+    local function row_of(recipe, ...)
+        if R.recipes[recipe] then row(...) end
+    end
+    row_of("lock", "lock acquire", l.tries,
+           format("granted %d; %s; cut short by SIGKILL %d", l.granted, errs(l), l.killed_mid))
+    row_of("lock", "lock writes to the fenced resource", l.accepted + l.refused,
+           format("accepted %d, refused (stale token) %d", l.accepted, l.refused))
+    row_of("rwlock", "rwlock read acquire", rr.tries,
+           format("granted %d; %s; cut short by SIGKILL %d", rr.granted, errs(rr), rr.killed_mid))
+    row_of("rwlock", "rwlock write acquire", rw.tries,
+           format("granted %d; %s; cut short by SIGKILL %d; writes accepted %d, refused %d",
+                  rw.granted, errs(rw), rw.killed_mid, rw.accepted, rw.refused))
+    row_of("counter", "counter add(1)", ct.tries,
+           format("acknowledged %d, ambiguous errors %d, cut short by SIGKILL %d, failed (not "
+                  .. "applied) %d; final value %s", ct.acked, ct.ambiguous, ct.killed_mid,
+                  ct.failed, tostring(R.final_counter)))
     return l, rr, rw, ct
 end
 
 local function violation_rows(R, row, nviol)
     local V = R.V
     row("**Violations**", "**" .. nviol .. "**", "")
-    local function vrow(label, kinds, note)
+    local function vrow(recipe, label, kinds, note)
         local n = 0
         for _, k in ipairs(kinds) do n = n + (V[k] or 0) end
-        row(label, n, note)
+        if R.recipes[recipe] or n > 0 then row(label, n, note) end
     end
-    vrow("two live lock holders at once", { "lock: two live holders" },
+    vrow("lock", "two live lock holders at once", { "lock: two live holders" },
          format("overlapping grants %d%s", R.overlaps.lock, excused_text(R, "lock")))
-    vrow("rwlock writer overlapping a live holder", { "rwlock: two live holders" },
+    vrow("rwlock", "rwlock writer overlapping a live holder", { "rwlock: two live holders" },
          format("overlapping grants %d%s", R.overlaps.rw, excused_text(R, "rwlock")))
-    vrow("write accepted with a stale token", { "lock: stale write accepted",
+    local fenced = R.recipes.lock and "lock" or "rwlock"
+    vrow(fenced, "write accepted with a stale token", { "lock: stale write accepted",
                                                 "rwlock: stale write accepted" },
          format("writes accepted from a holder already passed over, before the new holder's first "
                 .. "write (the fencing gap, allowed): %d", R.gap_writes))
-    vrow("holder passed over (paused, expired, cut off, or fenced) did not find its lock lost",
+    vrow("lock", "holder passed over (paused, expired, cut off, or fenced) did not find its lock lost",
          { "holder did not find its lock lost", "fenced holder still believes it holds" })
-    vrow("counter: duplicate, lost or phantom add", COUNTER_KINDS,
+    vrow("counter", "counter: duplicate, lost or phantom add", COUNTER_KINDS,
          format("final %s = %d acknowledged + %d of %d ambiguous", tostring(R.final_counter),
                 #R.acks, (R.final_counter or 0) - #R.acks, R.ambiguous))
     local other = nviol
     for _, k in ipairs(NAMED_KINDS) do
         other = other - (V[k] or 0)
+    end
+    for _, rr in ipairs(R.recipe_rows) do
+        local n = 0
+        for k, v in pairs(V) do
+            if k:sub(1, #rr.prefix) == rr.prefix then n = n + v end
+        end
+        other = other - n
+        row(rr.label, n, rr.details)
     end
     row("other (errors raised, crashes, resource log, writes outside a hold)", other, "")
 end
@@ -148,6 +161,10 @@ end
 --- fault_total, ops, details, text = markdown table, ... }.
 function _M.result(R)
     local nviol, nhang = sum(R.V), sum(R.H)
+    local figures = {}
+    for _, rr in ipairs(R.recipe_rows) do
+        if rr.name then figures[rr.name] = rr.figures end
+    end
     local fault_counts, fault_total, extra = count_faults(R)
     local rows = {}
     local function row(a, b, c)
@@ -164,7 +181,7 @@ function _M.result(R)
         format("every try ended; longest wait beyond its timeout: lock %.1f s, rwlock %.1f s, "
                .. "counter %.1f s", l.max_over, math.max(rr.max_over, rw.max_over), ct.max_over))
     row("**Leaked nodes**", "**" .. R.leaks .. "**",
-        format("lock and rwlock paths listed after the end: %s left; during the run, %d checks by "
+        format("paths of held nodes listed after the end: %s left; during the run, %d checks by "
                .. "contenders holding nothing for a node of their own session: %d found",
                tostring(R.final_nodes), R.orphan_checks, #R.orphan_list))
 
@@ -179,6 +196,7 @@ function _M.result(R)
         counter = { final = R.final_counter, acked = #R.acks, ambiguous = R.ambiguous,
                     duplicates = R.dup },
         gap_writes = R.gap_writes, resources = R.res_stats,
+        figures = figures,      -- recipe name -> what its checker counted
         details = R.details,
         text = concat(rows, "\n"),
     }
