@@ -98,6 +98,8 @@ local RECIPES = {
     partitioner = "zkcoord.partitioner",
     multi_lock = "zkcoord.multi_lock",
     cache = "zkcoord.cache",
+    lease = "zkcoord.lease",
+    multi_lease = "zkcoord.multi_lease",
 }
 
 for method, modname in pairs(RECIPES) do
