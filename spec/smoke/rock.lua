@@ -64,6 +64,7 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.cache.tree",
     "zkcoord.watch", "zkcoord.barrier", "zkcoord.double_barrier", "zkcoord.work_queue",
     "zkcoord.owned_node", "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
+    "zkcoord.lease", "zkcoord.lease.format", "zkcoord.multi_lease",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
     "zkcoord.cli.once", "zkcoord.cli.sys", "zkcoord.cli.verbs",
