@@ -5,6 +5,7 @@
 -- lease's `clock` option, kazoo's MockClock): no sleeps.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 local format = require "zkcoord.lease.format"
 local line = require "zkcoord.line"
 
@@ -212,6 +213,48 @@ describe("lease #zk", function()
         assert.is_false(ok)
         assert.equal("sneaked", record.holder)
         assert.equal(theirs, (assert(c:get("/l/lease_holder"))))
+    end)
+
+    -- A client through a proxy (stopped when the test ends) and a lease
+    -- on it whose clock, read between our read and our write, makes the
+    -- proxy drop every reply from then on: the write reaches the server,
+    -- its reply does not.
+    local function reply_lost(opts)
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local o = { servers = proxy.hosts, chroot = root }
+        for k, v in pairs(opts) do o[k] = v end
+        local a = zk.client(o)
+        local armed = true
+        local l = a:lease("/l", 60, { identifier = "lost-reply", clock = function()
+            if armed then
+                armed = false
+                assert(proxy:drop_replies())
+            end
+            return clock.now()
+        end })
+        return l, a, proxy
+    end
+
+    it("reads back a write whose reply was lost: ours answers true", function()
+        -- The connection drops with the reply missing (no reply for 2/3 of
+        -- the session timeout); the fault ends then, and the read in the
+        -- same session finds our record.
+        local l, a, proxy = reply_lost { session_timeout = 2, request_timeout = 4 }
+        a:on_state(function(new)
+            if new == "suspended" then assert(proxy:pass()) end
+        end)
+        assert.same({ true }, { l:obtain() })
+        assert.same({ version = 1, holder = "lost-reply", ends = 70 }, c:lease("/l", 60):read())
+    end)
+
+    it("answers 'unknown' when neither the write's reply nor the read back comes", function()
+        local l = reply_lost { session_timeout = 6, request_timeout = 0.3 }
+        assert.same({ nil, "unknown" }, { l:obtain() })
+        assert.truthy(zk.wait_until(function()
+            local r = c:lease("/l", 60):read()
+            return r and r.holder == "lost-reply"
+        end, 5, c), "the write did not reach the server")
     end)
 
     it("answers nil, 'invalid' for a record that is not a lease's, and leaves it", function()

@@ -42,8 +42,10 @@
 -- the session lives, judged by the server alone) is the safer choice.
 --
 -- Connection loss: obtain() fails with nil, err and nothing is lost: a
--- write whose outcome is unknown is read back (ours: true). held() answers
--- from the clock alone: the term we were granted has not ended.
+-- write whose reply was lost is read back (our bytes there: true; not
+-- there: its error, nothing changed; no answer within the request
+-- timeout: "unknown"). held() answers from the clock alone: the term we
+-- were granted has not ended.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
@@ -179,10 +181,18 @@ local function judge_and_write(self, q)
         return true, ends
     end
     if errors.unknown_outcome[err] then
-        -- Find out: our record there means the write happened.
-        local got = client:read_until(now() + client:request_timeout(), "get", hp)
+        -- Find out, never guess: our bytes there mean the write happened.
+        local got, gerr = client:read_until(now() + client:request_timeout(), "get", hp)
         if got == data then
             return true, ends
+        elseif got == nil and gerr ~= "nonode" then
+            return nil, "unknown"     -- it may or may not have happened
+        end
+        -- It did not: someone else's running term, or nothing changed.
+        local theirs = got and format.decode(got)
+        if theirs and theirs.holder ~= self.identifier
+                and (theirs.version ~= format.VERSION or t < theirs.ends) then
+            return false, theirs
         end
         return nil, err
     end
@@ -200,7 +210,8 @@ end
 --- version (record: { version =, holder =, ends = }, ends in UTC seconds);
 --- nil, err on failure ("timeout" waiting for kazoo's lock, "invalid" for a
 --- record that is not a lease's, "lost" when our session ended inside the
---- lock, a ZooKeeper code). Bounded: the timeout option (the path and the
+--- lock, "unknown" when the write's reply was lost and reading it back got
+--- no answer either, a ZooKeeper code). Bounded: the timeout option (the path and the
 --- lock) plus a request timeout for each of the read, the write and the
 --- read-back of a write whose reply was lost.
 ---@return boolean|nil ok, table|string|nil record_or_err
