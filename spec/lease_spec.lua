@@ -276,6 +276,8 @@ describe("lease #zk", function()
     it("raises on bad arguments", function()
         local bad = {
             function() c:lease("l", 3) end,
+            function() c:lease("/", 3) end,
+            function() c:multi_lease("/", 2, 3) end,
             function() c:lease("/l", 0) end,
             function() c:lease("/l", -1) end,
             function() c:lease("/l", 0 / 0) end,

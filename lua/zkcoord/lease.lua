@@ -89,6 +89,9 @@ end
 --- @local
 function _M.check_args(client, path, duration, opts, fname, nd, no)
     client.check_path(path, fname, 1)
+    if path == "/" then
+        argerror(1, fname, "the root cannot be a lease")   -- its nodes go under it
+    end
     if type(duration) ~= "number" or not (duration > 0 and duration < huge) then  -- luacheck: ignore 581
         argerror(nd, fname, "duration must be a positive number of seconds")
     end
@@ -121,7 +124,7 @@ function _M.new(client, path, duration, opts)
         path = path,
         duration = duration,
         identifier = opts.identifier,
-        _holder_path = (path == "/" and "" or path) .. "/" .. _M.HOLDER,
+        _holder_path = path .. "/" .. _M.HOLDER,
         _timeout = opts.timeout,
         _clock = opts.clock,
         _ends = nil,       -- the end of the term we were last granted

@@ -38,9 +38,8 @@ function _M.new(client, path, count, duration, opts)
     end
     local o = lease.check_args(client, path, duration, opts, "multi_lease", 3, 4)
     local leases = {}
-    local base = path == "/" and "" or path
     for i = 1, count do
-        leases[i] = lease.new(client, ("%s/%d"):format(base, i - 1), duration, o)
+        leases[i] = lease.new(client, ("%s/%d"):format(path, i - 1), duration, o)
     end
     return setmetatable({
         client = client,
