@@ -22,6 +22,22 @@ local function hex(s)
     return (s:gsub(".", function(ch) return ("%02x"):format(ch:byte()) end))
 end
 
+-- A zkcoord contender in a process of its own: says "ready" once
+-- connected, tries once the file `go` exists, says what obtain() answered.
+local RACER = [[
+local zkcoord = require "zkcoord"
+local hosts, root, path, id, go = ...
+io.stdout:setvbuf("line")
+local c = assert(zkcoord.connect { servers = hosts, chroot = root })
+local l = c:lease(path, 600, { identifier = id })
+io.stdout:write("ready\n")
+local t0 = zkcoord.now()
+while not io.open(go) and zkcoord.now() - t0 < 30 do c:waiter():sleep(0.005) end
+local ok, err = l:obtain()
+io.stdout:write(ok and "obtained" or ok == false and "refused" or "failed " .. tostring(err), "\n")
+c:close()
+]]
+
 -- Runs spec/peers/kazoo_lease.py with `args` after hosts and path;
 -- returns its output.
 local function kazoo(hosts, path, args)
@@ -347,10 +363,56 @@ describe("lease #zk", function()
             assert.equal("obtained\n", kazoo(hosts, "/m", { "multi", "2", "600", hex("z2") }))
         end)
 
+        -- End to end: whatever the interleaving, one holder. (The two tests
+        -- after it pin down the shared lock itself, which a race may miss.)
+        it("of 3 zkcoord and 2 kazoo processes trying at once, exactly one obtains it",
+           function()
+            local tmp, me = zk.tmpdir(), proc.getpid()
+            local go = ("%s/lease-race-go-%d"):format(tmp, me)
+            os.remove(go)
+            local pids, logs = {}, {}
+            local ok, err = pcall(function()
+                for i = 1, 5 do
+                    logs[i] = ("%s/lease-race-%d-%d.log"):format(tmp, me, i)
+                    os.remove(logs[i])
+                    if i <= 3 then
+                        pids[i] = assert(zk.spawn_lua(RACER, { zk.hosts(), root, "/race", "lua" .. i,
+                                                               go }, logs[i]))
+                    else
+                        pids[i] = assert(proc.spawn({ "/usr/bin/python3", "spec/peers/kazoo_lease.py",
+                            hosts, "/race", "lease", "600", hex("kazoo" .. i), go },
+                            { stdout = logs[i], stderr = logs[i], env = { LD_PRELOAD = "" } }))
+                    end
+                end
+                for i = 1, 5 do
+                    assert.truthy(zk.wait_until(function()
+                        return (proc.read_file(logs[i]) or ""):find("ready", 1, true) ~= nil
+                    end, 30), "contender " .. i .. " not ready: " .. (proc.read_file(logs[i]) or ""))
+                end
+                assert(proc.write_file(go, "go"))
+                local winners, answers = {}, {}
+                for i = 1, 5 do
+                    assert.truthy(proc.wait_exit(pids[i], 60), "contender " .. i .. " did not finish")
+                    local out = proc.read_file(logs[i]) or ""
+                    answers[i] = out:match("ready\n(%w+)")
+                    assert.truthy(answers[i] == "obtained" or answers[i] == "refused", out)
+                    if answers[i] == "obtained" then
+                        winners[#winners + 1] = i <= 3 and "lua" .. i or "kazoo" .. i
+                    end
+                end
+                assert.equal(1, #winners, table.concat(answers, " "))
+                assert.equal(winners[1], assert(c:lease("/race", 600):read()).holder)
+            end)
+            os.remove(go)
+            for _, pid in pairs(pids) do
+                if proc.alive(pid) then proc.kill(pid, "KILL") end
+            end
+            assert(ok, err)
+        end)
+
         it("takes a place in kazoo's lock on the path that kazoo counts", function()
-            -- the lease's own line (zkcoord.lease: marker "__lock__", first holds)
-            local q = line.new(c, "/k", line.driver { marker = "__lock__", rule = line.rules.first,
-                                                      parents = "persistent" }, "lua-contender")
+            -- the line obtain() holds while it reads and writes the record
+            local q = line.new(c, "/k", require("zkcoord.lease").LOCK, "lua-contender")
             assert.is_true(q:enter(5))
             assert.equal("lua-contender\n", kazoo(hosts, "/k", { "contenders" }))
             q:leave()

@@ -69,6 +69,10 @@ _M.HOLDER = "lease_holder"
 -- Persistent parents: the record lives under the lease's node.
 local KAZOO_LOCK = line.driver { marker = "__lock__", rule = rules.first, parents = "persistent" }
 
+--- The zkcoord.line driver of kazoo's Lock on a lease's path, which
+--- obtain() holds while it reads and writes the record.
+_M.LOCK = KAZOO_LOCK
+
 local check_self = util.self_checker(mt, "lease", "lease")
 
 

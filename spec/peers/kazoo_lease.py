@@ -1,8 +1,9 @@
 """kazoo's leases and Lock as peers of zkcoord's (spec/lease_spec.lua).
 
-    kazoo_lease.py HOSTS PATH lease DURATION IDHEX         one NonBlockingLease
-    kazoo_lease.py HOSTS PATH multi COUNT DURATION IDHEX   one MultiNonBlockingLease
-        print "obtained" or "refused"
+    kazoo_lease.py HOSTS PATH lease DURATION IDHEX [GOFILE]  one NonBlockingLease
+    kazoo_lease.py HOSTS PATH multi COUNT DURATION IDHEX     one MultiNonBlockingLease
+        print "obtained" or "refused"; with GOFILE, print "ready" once
+        connected and try once GOFILE exists (30 s at most)
     kazoo_lease.py HOSTS PATH lock GOFILE                  takes Lock(PATH), prints
         "locked", releases once GOFILE exists (30 s at most)
     kazoo_lease.py HOSTS PATH contenders                   prints the data of the nodes
@@ -39,6 +40,11 @@ def main():
             return
         if mode == "lease":
             duration, ident = float(sys.argv[4]), sys.argv[5]
+            if len(sys.argv) > 6:
+                print("ready", flush=True)
+                end = time.time() + 30
+                while not os.path.exists(sys.argv[6]) and time.time() < end:
+                    time.sleep(0.005)
             lease = NonBlockingLease(zk, path, datetime.timedelta(seconds=duration),
                                      identifier=bytes.fromhex(ident).decode())
         else:
