@@ -273,6 +273,27 @@ describe("lease #zk", function()
         end, 5, c), "the write did not reach the server")
     end)
 
+    it("fails within its timeout while the server is unreachable, then obtains", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local S = 4
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = S }
+        local l = a:lease("/l", 60, { identifier = "outage", timeout = 0.5, clock = clock.now })
+        assert(proxy:refuse())
+        assert(proxy:cut())
+        assert.truthy(zk.wait_until(function() return a:state() == "suspended" end, S, a))
+        local t0 = proc.now()
+        local ok, err = l:obtain()
+        local took = proc.now() - t0
+        assert.is_nil(ok)
+        assert.equal("timeout", err)
+        assert.truthy(took < S / 2, ("took %.2f s"):format(took))
+        assert.is_false(c:exists("/l/lease_holder"))
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function() return a:state() == "connected" end, S, a))
+        assert.is_true(l:obtain())
+    end)
+
     it("answers nil, 'invalid' for a record that is not a lease's, and leaves it", function()
         assert(c:create("/l", ""))
         assert(c:create("/l/lease_holder", "not json"))
