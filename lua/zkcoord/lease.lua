@@ -35,8 +35,9 @@
 --
 -- Clocks: the end is the writer's wall clock (UTC) plus the duration, and
 -- every reader compares it with its own clock. A reader whose clock runs
--- ahead by s seconds takes the lease s seconds early; one behind takes it
--- late. Exclusion therefore holds only as far as the clients' clocks agree
+-- ahead by s seconds takes the lease s seconds early, a holder whose clock
+-- lags sees held() s seconds too long; a reader behind takes it late.
+-- Exclusion therefore holds only as far as the clients' clocks agree
 -- (keep them synchronised, and choose durations much longer than the
 -- skew). Where the holder can keep a session, a zkcoord lock (held while
 -- the session lives, judged by the server alone) is the safer choice.
@@ -218,9 +219,9 @@ end
 --- nil, err on failure ("timeout" waiting for kazoo's lock, "invalid" for a
 --- record that is not a lease's, "lost" when our session ended inside the
 --- lock, "unknown" when the write's reply was lost and reading it back got
---- no answer either, a ZooKeeper code). Bounded: the timeout option (the path and the
---- lock) plus a request timeout for each of the read, the write and the
---- read-back of a write whose reply was lost.
+--- no answer either, a ZooKeeper code). Bounded: the timeout option (the
+--- path and the lock) plus a request timeout for each of the read, the
+--- write and the read-back of a write whose reply was lost.
 ---@return boolean|nil ok, table|string|nil record_or_err
 function _M:obtain()
     check_self(self, "obtain")
