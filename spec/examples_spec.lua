@@ -39,6 +39,7 @@ local EXAMPLES = {
     { "group.lua", "", "api-1 sees: api-1=10.0.0.5:8080 api-2=10.0.0.6:8080" },
     { "persistent_node.lua", "", "back:\tready" },
     { "multi_lock.lua", "", "audit while the transfer holds:\tnil\ttimeout" },
+    { "lease.lua", "", "host-b: skipped, host-a has it" },
 }
 
 describe("examples #zk #nosan", function()

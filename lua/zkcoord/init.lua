@@ -99,6 +99,8 @@ local RECIPES = {
     multi_lock = "zkcoord.multi_lock",
     cache = "zkcoord.cache",
     service_discovery = "zkcoord.service_discovery",
+    lease = "zkcoord.lease",
+    multi_lease = "zkcoord.multi_lease",
 }
 
 for method, modname in pairs(RECIPES) do

@@ -66,6 +66,7 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.owned_node", "zkcoord.persistent_node", "zkcoord.group", "zkcoord.partitioner",
     "zkcoord.service_discovery", "zkcoord.discovery.json", "zkcoord.discovery.curator",
     "zkcoord.discovery.dubbo", "zkcoord.discovery.provider", "zkcoord.discovery.view",
+    "zkcoord.lease", "zkcoord.lease.format", "zkcoord.multi_lease",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
     "zkcoord.cli.once", "zkcoord.cli.sys", "zkcoord.cli.verbs",
@@ -259,6 +260,21 @@ check("rwlock, semaphore, barrier, double barrier", function()
     expect(bar:remove() and bar:wait(1) == true, "barrier removed")
     local db = client:double_barrier(base .. "/db", 1)
     expect(db:enter(5) == true and db:leave(5) == true, "double barrier")
+end)
+
+check("lease: the record's bytes, refused, renewed (kazoo's NonBlockingLease)", function()
+    local t = 10
+    local function lease(id)
+        return client:lease(base .. "/lease", 3, { identifier = id, clock = function() return t end })
+    end
+    expect(lease("h\195\180st \240\159\152\128"):obtain() == true, "obtain")
+    local data = client:get(base .. "/lease/lease_holder")
+    expect(data == '{"version": 1, "holder": "h\\u00f4st \\ud83d\\ude00", "end": '
+                   .. '"1970-01-01T00:00:13"}', "json.dumps's bytes", data)
+    local ok, rec = lease("other"):obtain()
+    expect(ok == false and rec.ends == 13, "refused", ok, rec)
+    t = 12
+    expect(lease("h\195\180st \240\159\152\128"):obtain() == true, "renewed")
 end)
 
 check("coroutines: spawn and run share one client", function()
