@@ -71,24 +71,6 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         persistent_node = function(r) return r.figures.persistent_node.checked >= 3 end,
     }
 
-    -- Defects these runs find on today's code that other branches are fixing
-    -- (issue 28): a run whose only violations are of these kinds is reported
-    -- as pending, with its details, not passed. Delete an entry when its fix
-    -- is merged.
-    local KNOWN = {
-        ["work_queue: ack reported lost was applied"] = "an applied ack answered \"lost\"",
-        ["group: view differs from the server's"] = "group views that never converge",
-        ["partitioner: view differs from the server's"] = "partitioner views that never converge",
-        ["partitioner: two live owners"] = "two owners of one partition",
-    }
-
-    local function only_known(r)
-        for kind in pairs(r.violation_kinds) do
-            if not KNOWN[kind] then return false end
-        end
-        return r.violations > 0
-    end
-
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
     local RUNS = { { "cohort_lock", "cohort_rwlock" }, { "multi_lock", "semaphore" }, { "barrier" },
@@ -110,9 +92,6 @@ describe("chaos over the rest of the catalog #zk #slow", function()
             assert.is_true(r.fault_total >= 2, report)
             for _, recipe in ipairs(run) do
                 assert.truthy(WORK[recipe](r), recipe .. " judged nothing" .. report)
-            end
-            if only_known(r) then
-                return pending("known defect (issue 28, fix under way):" .. report)
             end
             assert.equal(0, r.violations, report)
         end)
