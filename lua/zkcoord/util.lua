@@ -22,6 +22,8 @@ local type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setme
 local xpcall, traceback = compat.xpcall, debug.traceback
 local min, concat = math.min, table.concat
 local find, match, getinfo = string.find, string.match, debug.getinfo
+-- past a __metatable field: it hides the metatable from getmetatable only
+local getmetatable_raw, rawget = debug.getmetatable, rawget
 local transient = errors.transient
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -84,9 +86,23 @@ end
 local argerror = _M.argerror
 
 
---- Checks that argument #n (default 1) of `fname` is a function; returns it.
+--- Is `v` callable: a function, or a table or userdata whose metatable
+--- has a __call (kazoo takes any callable for a callback; so do we).
+function _M.is_callable(v)
+    local kind = type(v)
+    if kind == "function" then
+        return true
+    end
+    local m = (kind == "table" or kind == "userdata") and getmetatable_raw(v)
+    return m and type(rawget(m, "__call")) == "function" or false
+end
+local is_callable = _M.is_callable
+
+
+--- Checks that argument #n (default 1) of `fname` is callable (a function,
+--- or a table or userdata with __call); returns it.
 function _M.check_fn(fn, fname, n)
-    if type(fn) ~= "function" then
+    if not is_callable(fn) then
         argerror(n or 1, fname, "function expected, got " .. type(fn))
     end
     return fn
@@ -435,7 +451,8 @@ end
 local protected = xpcall
 if not YIELDS_ACROSS_PCALL then
     protected = function(fn, _, ...)
-        local co = co_create(fn)
+        -- a coroutine's body must be a function, not just a callable
+        local co = co_create(type(fn) == "function" and fn or function(...) return fn(...) end)
         parents[co] = running() or false
         return settle(co, co_resume(co, ...))
     end
