@@ -36,8 +36,8 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- them, like those of zkcoord/<name>.lua, are passed over when an error
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
-_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, line = true,
-               wait = true, ["wait/ngx"] = true }
+_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, layout = true,
+               line = true, wait = true, ["wait/ngx"] = true }
 local SUBDIRS = _M.SUBDIRS
 
 
@@ -108,6 +108,21 @@ function _M.check_fn(fn, fname, n)
     return fn
 end
 local check_fn = _M.check_fn
+
+
+--- Checks the `layout` option (argument #n of `fname`): whose node names
+--- a recipe uses, "curator" (the default) or "kazoo" (zkcoord.layout.kazoo).
+--- Returns it.
+function _M.check_layout(layout, fname, n)
+    if layout == nil then
+        return "curator"
+    end
+    if layout ~= "curator" and layout ~= "kazoo" then
+        argerror(n, fname, "layout must be \"curator\" or \"kazoo\", got "
+                 .. (type(layout) == "string" and ("%q"):format(layout) or type(layout)))
+    end
+    return layout
+end
 
 
 --- Checks that argument #n of `fname` (`what` in the message: "data") is
