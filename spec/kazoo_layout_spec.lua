@@ -1,6 +1,6 @@
 -- layout = "kazoo" against a real server and REAL kazoo (Debian's
 -- python3-kazoo, spec/peers/kazoo_lock.py): for the lock, both sides of
--- the rwlock and the election, a kazoo process and this one
+-- the rwlock, the semaphore and the election, a kazoo process and this one
 -- contend on one path, kazoo first, then us, then kazoo again; each side
 -- logs when it entered and left (CLOCK_MONOTONIC on both) and no two holds
 -- overlap. Each side sees the other as a contender.
@@ -141,6 +141,35 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.equal("__rlock__", seen[2].marker)
     end)
 
+    it("semaphore: kazoo's Semaphore and ours share the leases and the max", function()
+        local k = kazoo("/sem", "semaphore", 1)
+        wait_for(k, "enter")
+        -- kazoo wrote the max into /sem: another max is refused, as kazoo does
+        local other = c:semaphore("/sem", 2, { layout = "kazoo" })
+        local no, err = other:acquire(0)
+        assert.is_nil(no)
+        assert.equal("invalid", err)
+        local sem = c:semaphore("/sem", 1, { layout = "kazoo", data = "lua" })
+        local lease = assert(sem:acquire(WAIT))
+        -- kazoo's name: <path>/<uuid hex>
+        assert.matches("^/sem/%x+$", lease:node())
+        assert.equal(32, #lease:node():match("[^/]+$"))
+        assert.equal(1, sem:leases())
+        local seen
+        local ours = hold_until_contended(function()
+            seen = sem:participants()
+            return seen and #seen
+        end, function() assert.is_true(lease:release()) end)
+        local holds, contenders = finish(k)
+        assert_turns(holds, ours)
+        -- kazoo's lease_holders() saw its own lease; we saw kazoo queue for the next
+        assert.equal('["kazoo"]', contenders)
+        -- (kazoo 2.8's Semaphore hands its lock the identifier already
+        -- encoded: its lock node's data is Python's str() of the bytes)
+        assert.same({ "lua", "b'kazoo'" }, seen)
+        assert.equal("1", (c:get("/sem")))
+    end)
+
     it("election: kazoo's Election and ours elect one leader at a time", function()
         local k = kazoo("/elect", "election")
         wait_for(k, "enter")
@@ -174,6 +203,9 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.has_error(function() c:lock("/x", { layout = "zk" }) end,
                          "bad argument #2 to 'lock' (layout must be \"curator\" or \"kazoo\", "
                          .. "got \"zk\")")
+        assert.has_error(function() c:semaphore("/x", 1, { layout = true }) end,
+                         "bad argument #3 to 'semaphore' (layout must be \"curator\" or "
+                         .. "\"kazoo\", got boolean)")
         local lock = c:lock("/x", { layout = "curator" })
         assert.is_true(lock:acquire(WAIT))
         assert.matches("%-lock%-%d+$", lock:node())
