@@ -3,7 +3,8 @@
 -- the rwlock, the semaphore and the election, a kazoo process and this one
 -- contend on one path, kazoo first, then us, then kazoo again; each side
 -- logs when it entered and left (CLOCK_MONOTONIC on both) and no two holds
--- overlap. Each side sees the other as a contender.
+-- overlap. Each side sees the other as a contender. The group and kazoo's
+-- ShallowParty list each other's members.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 
@@ -191,11 +192,28 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.same({ "lua", "kazoo" }, seen)
     end)
 
+    it("group: kazoo's ShallowParty and ours list each other", function()
+        local k = kazoo("/party", "party")
+        wait_for(k, "enter")
+        local g = c:group("/party", "lua", "lua-data", { layout = "kazoo" })
+        assert.is_true(g:join(WAIT))
+        assert.same({ kazoo = "kazoo", lua = "lua-data" }, g:members())   -- kazoo: id as data
+        assert.truthy(proc.wait_exit(k.pid, WAIT + 10), "kazoo did not finish")
+        assert.matches('\ncontenders %["kazoo", "lua"%]\n', output(k))
+        -- kazoo left: our listing says so
+        assert.same({ lua = "lua-data" }, g:members())
+        assert.matches("^/party/%x+%-lua$", g.node_path)
+        assert.equal(32, #g.node_path:match("/(%x+)%-lua$"))
+        g:close()
+    end)
+
     it("an unknown layout raises; curator stays the default", function()
         for _, make in ipairs({
             function(o) return c:lock("/x", o) end,
             function(o) return c:rwlock("/x", o) end,
             function(o) return c:election("/x", o) end,
+            function(o) return c:semaphore("/x", 1, o) end,
+            function(o) return c:group("/x", "id", nil, o) end,
         }) do
             assert.has_error(function() make { layout = "zk" } end)
             assert.has_error(function() make { layout = 1 } end)

@@ -2,8 +2,9 @@
 
     kazoo_lock.py HOSTS PATH KIND [MAX_LEASES]
 
-KIND is lock, read, write (kazoo's Lock, ReadLock, WriteLock), semaphore
-or election. Holds twice, as "kazoo": the first time until one more
+KIND is lock, read, write (kazoo's Lock, ReadLock, WriteLock), semaphore,
+election or party (kazoo's ShallowParty: joins as "kazoo", prints the
+members once one more is there, "enter" and "done", and leaves). Holds twice, as "kazoo": the first time until one more
 contender is in line (the zkcoord process), then releases and takes it
 again, which waits for that contender. Prints, one a line:
 
@@ -91,6 +92,15 @@ def main():
     zk = KazooClient(hosts=hosts)
     zk.start(timeout=10)
     try:
+        if kind == "party":
+            party = zk.ShallowParty(path, "kazoo")
+            party.join()
+            say("enter", now())
+            wait_children(zk, path, 2)
+            say("contenders", json.dumps(sorted(party)))
+            party.leave()
+            say("done")
+            return
         hold(zk, path, kind, max_leases, True)
         hold(zk, path, kind, max_leases, False)
         say("done")

@@ -14,6 +14,10 @@
 --   lets one contender at a time count the children of <path> and create
 --   its lease "<path>/<uuid hex>" while fewer than max_leases are there
 --   (zkcoord.layout.kazoo_lease).
+-- * Group: kazoo's ShallowParty, "<path>/<uuid hex>-<identifier>" (the id
+--   in the name, the member's data in the node). kazoo's Party keeps the
+--   identifier as the data of "<uuid>__party__" and so has no place for a
+--   member's data besides its id: not a layout of ours.
 --
 -- Our names are "_c_<uuid>-__lock__<seq>": the engine's protected prefix
 -- comes first (zkcoord.line names every node so, to find it after a lost
@@ -24,6 +28,9 @@
 -- fail that create.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
+local uuid = require("zkcoord.core").uuid
+
+local gsub, find, sub = string.gsub, string.find, string.sub
 
 local _M = {}
 
@@ -42,6 +49,19 @@ _M.join = line.driver { marker = _M.LOCK, rule = rules.always, parents = "persis
 --- parents its drivers make.
 _M.rwlock = { read = _M.READ, write = _M.LOCK, downgrade = _M.DOWNGRADE,
               parents = "persistent" }
+
+--- Group (kazoo's ShallowParty): our member node "<path>/<uuid hex>-<id>",
+--- and the id in a member's name: what follows the first "-" (kazoo's
+--- child[child.find('-') + 1:]). Every child of <path> is a member.
+function _M.party_node(path, id)
+    return (path == "/" and "" or path) .. "/" .. gsub(uuid(), "%-", "") .. "-" .. id
+end
+
+function _M.party_id(name)
+    local dash = find(name, "-", 1, true)
+    return dash and sub(name, dash + 1) or name
+end
+
 
 --- The semaphore's lock line: a sibling of <path>, as kazoo names it.
 function _M.semaphore_lock_path(path)
