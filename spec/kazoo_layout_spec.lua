@@ -171,6 +171,30 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.equal("1", (c:get("/sem")))
     end)
 
+    it("semaphore: a kazoo lease is counted, tried once, and lost with the session", function()
+        local other = zk.client { chroot = root }
+        local mine = c:semaphore("/sem", 1, { layout = "kazoo", data = "a" })
+        local theirs = other:semaphore("/sem", 1, { layout = "kazoo", data = "b" })
+        local lease = assert(mine:acquire(WAIT))
+        local lost = {}
+        lease:on_lost(function(reason) lost[#lost + 1] = reason end)
+        -- full: a try-once answers at once, and leaves no node behind
+        assert.same({ nil, "timeout" }, { theirs:acquire(0) })
+        assert.equal(1, theirs:leases())
+        assert.same({ "a" }, theirs:participants())
+        assert.same({}, (c:children("/sem-__lock__")))
+        -- our session ends: the lease goes with it, and the waiter gets it
+        assert.truthy(zk.expire_session(c))
+        assert.is_true(zk.wait_until(function() return #lost == 1 end, WAIT, c))
+        assert.same({ "sessionexpired" }, lost)
+        assert.is_false(lease:held())
+        local next_lease = assert(theirs:acquire(WAIT))
+        assert.is_true(next_lease:held())
+        assert.same({ nil, "lost" }, { lease:release() })
+        assert.is_true(next_lease:release())
+        assert.same({}, (other:children("/sem")))
+    end)
+
     it("election: kazoo's Election and ours elect one leader at a time", function()
         local k = kazoo("/elect", "election")
         wait_for(k, "enter")
