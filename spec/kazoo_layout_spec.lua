@@ -195,6 +195,28 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.same({}, (other:children("/sem")))
     end)
 
+    -- A create whose reply was lost made our lease: the next look finds it
+    -- by its name, counts it as ours (not as a holder we wait for) and
+    -- adopts it, being our session's; another session's never.
+    it("semaphore: a kazoo lease made by a lost create is found and adopted", function()
+        local kazoo_lease = require "zkcoord.layout.kazoo_lease"
+        assert(c:create("/sem", "1"))
+        local q = kazoo_lease.new(c, "/sem", 1, "a")
+        assert(c:create(q.node_path, "a", { ephemeral = true }))    -- as the lost create did
+        assert.is_true(q:enter(WAIT))
+        assert.is_true(q:is_through())
+        assert.equal(q.node_path, q:node())
+        assert.is_true(q:leave())
+        assert.same({}, (c:children("/sem")))
+        -- the same name made by another session is not ours: full, we wait
+        local other = zk.client { chroot = root }
+        local q2 = kazoo_lease.new(c, "/sem", 1, "a")
+        assert(other:create(q2.node_path, "b", { ephemeral = true }))
+        assert.same({ nil, "timeout" }, { q2:enter(0) })
+        assert.is_false(q2:is_through())
+        assert.equal("b", (c:get(q2.node_path)))
+    end)
+
     it("election: kazoo's Election and ours elect one leader at a time", function()
         local k = kazoo("/elect", "election")
         wait_for(k, "enter")
