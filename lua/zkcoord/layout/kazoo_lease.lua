@@ -21,7 +21,7 @@ local owned_node = require "zkcoord.owned_node"
 local setmetatable, ipairs = setmetatable, ipairs
 local gsub = string.gsub
 local remaining = util.remaining
-local transient = errors.transient
+local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 local _M = {}
 local mt = { __index = _M }
@@ -51,6 +51,7 @@ function _M.new(client, path, max_leases, data)
         _lost_fns = {},
         _epoch = 0,         -- bumped by interrupt(): an enter() running meanwhile stops
         _wait_ev = nil,     -- the event enter() waits on (interrupt() sets it)
+        _maybe = nil,       -- a create's outcome is unknown: our lease may exist
     }, mt)
     -- parents = false: <path> is made (persistent, with the max) before
     self._owned = owned_node.new(client, node_path, { data = data, parents = false,
@@ -91,7 +92,23 @@ local function try_lease(self, deadline, wake)
     elseif ok == false then
         return false        -- not ours there (cannot be: our uuid), or gone meanwhile: look again
     end
+    if unknown_outcome[cerr] then
+        self._maybe = true  -- our lease may be there: the next look finds it, giving up deletes it
+    end
     return nil, cerr
+end
+
+
+-- enter() gives up: a create of ours whose outcome we never learned may
+-- have made our lease, which would hold a lease nobody uses until our
+-- session ends. Its name is ours alone: delete it (guaranteed: once
+-- connected, until done or the session ends).
+local function give_up(self, ...)
+    if self._maybe then
+        self._maybe = nil
+        self.client:delete_guaranteed(self.node_path)
+    end
+    return ...
 end
 
 
@@ -108,6 +125,7 @@ function _M:enter(timeout)
         local wake = util.waker(ev)
         local ok, err = try_lease(self, not try and deadline or nil, wake)
         if ok then
+            self._maybe = nil
             return true
         end
         local left = remaining(deadline)
@@ -119,13 +137,13 @@ function _M:enter(timeout)
         else
             client:remove_watches(self.path, wake)
             if ok == false or left == 0 then
-                return nil, "timeout"
+                return give_up(self, nil, "timeout")
             elseif try or not (transient[err] or err == "sessionexpired") then
-                return nil, err
+                return give_up(self, nil, err)
             end
         end
     end
-    return nil, "interrupted"
+    return give_up(self, nil, "interrupted")
 end
 
 
