@@ -142,6 +142,21 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
         assert.equal("__rlock__", seen[2].marker)
     end)
 
+    it("rwlock: our read lock and a kazoo ReadLock are held at once", function()
+        local k = kazoo("/rw", "read")
+        wait_for(k, "enter")
+        local r = c:rwlock("/rw", { layout = "kazoo", data = "lua" }):read_lock()
+        -- kazoo reads (it leaves once it sees our node): no wait for us
+        assert.is_true(r:acquire(0))
+        local entered = proc.now()
+        local holds, contenders = finish(k)
+        assert.is_true(entered < holds[1].exit, "we waited for kazoo's reader")
+        -- kazoo's second read did not wait for ours either
+        assert.is_true(r:held())
+        assert.equal('["kazoo", "lua"]', contenders)
+        assert.is_true(r:release())
+    end)
+
     it("semaphore: kazoo's Semaphore and ours share the leases and the max", function()
         local k = kazoo("/sem", "semaphore", 1)
         wait_for(k, "enter")
