@@ -292,4 +292,39 @@ describe("watch #zk", function()
         cc:close()
         assert.same({ nil, "closed" }, { cc:watch("/x", function() end) })
     end)
+
+    -- kazoo takes any callable; a table with __call used to raise "function
+    -- expected" here and in every other callback parameter.
+    it("takes a callable table wherever it takes a function", function()
+        local seen = {}
+        local function callable(name)
+            return setmetatable({}, { __call = function(_, ...)
+                seen[name] = select("#", ...) > 0 and (...) or true
+            end })
+        end
+        c:create("/callable", "v1")
+        local w = assert(c:watch("/callable", callable("watch")))
+        assert.equal("v1", seen.watch)
+        -- a one-shot watch of a read, a state listener, a future's on_done
+        assert(c:get("/callable", callable("get")))
+        c:on_state(callable("on_state"))
+        c:send("exists", "/callable"):on_done(callable("on_done"))
+        other:set("/callable", "v2")
+        assert.is_true(zk.wait_until(function() return seen.on_done ~= nil end,
+                                     5 * zk.SESSION_TIMEOUT, c))
+        assert.is_true(zk.wait_until(function()
+            return seen.get ~= nil and seen.watch == "v2"
+        end, 5 * zk.SESSION_TIMEOUT, c))
+        assert.equal("changed", seen.get.type)
+        -- a scoped hold's fn and a spawned coroutine
+        local lock = c:lock("/callable-lock")
+        assert.equal("ran", lock:run(setmetatable({}, { __call = function() return "ran" end })))
+        c:spawn(callable("spawn"), "arg")
+        assert.is_true(c:run(zk.SESSION_TIMEOUT))
+        assert.equal("arg", seen.spawn)
+        w:cancel()
+        -- a table without __call is still refused, in the same words
+        assert.has_error(function() c:watch("/callable", {}) end,
+                         "bad argument #2 to 'watch' (function expected, got table)")
+    end)
 end)

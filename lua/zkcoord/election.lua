@@ -17,6 +17,10 @@
 -- default "<hostname>:<pid>"): Curator LeaderLatch's names, so Java
 -- services running a LeaderLatch on the same path take part in the same
 -- election (both sort by the number after the last "latch-").
+-- opts.layout = "kazoo": kazoo's Election (a Lock with the identifier as
+-- data, zkcoord.layout.kazoo): <path>/_c_<uuid>-__lock__<seq>, so Python
+-- services running a kazoo Election on the same path take part; kazoo's
+-- contenders() lists our id.
 --
 -- Connection loss ("suspended"): we stay leader, is_leader() stays true:
 -- the session may still be alive and nobody else can be elected while it
@@ -57,6 +61,7 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
+local kazoo = require "zkcoord.layout.kazoo"
 
 local type, setmetatable, ipairs, tostring = type, setmetatable, ipairs, tostring
 local remaining, argerror, call_all = util.remaining, util.argerror, util.call_all
@@ -67,11 +72,15 @@ local mt = { __index = _M }
 
 local check_self = util.self_checker(mt, "election", "e")
 
-local OPT_KEYS = { "id", "rejoin" }
-local DRIVER = line.driver { marker = "latch-", rule = rules.first }
--- A rejoin's position: the same nodes, through as soon as ours is in the
--- line (the rejoin watches the node below itself, without a wait).
-local JOIN = line.driver { marker = "latch-", rule = rules.always }
+local OPT_KEYS = { "id", "rejoin", "layout" }
+-- By opts.layout: the campaign's driver, and a rejoin's: the same nodes,
+-- through as soon as ours is in the line (the rejoin watches the node
+-- below itself, without a wait).
+local DRIVERS = {
+    curator = { campaign = line.driver { marker = "latch-", rule = rules.first },
+                join = line.driver { marker = "latch-", rule = rules.always } },
+    kazoo = { campaign = kazoo.lock, join = kazoo.join },
+}
 
 
 --- "<hostname>:<pid>", the default id of a candidate (util.default_id).
@@ -82,6 +91,7 @@ _M.default_id = util.default_id
 ---@field id string? our identifier, stored as our node's data (default "<hostname>:<pid>")
 ---@field rejoin boolean? default true: a leadership lost unasked (session, node deleted)
 ---   joins the line again by itself (see the header); false: call campaign() again
+---@field layout "curator"|"kazoo"|nil node names: Curator's LeaderLatch (default) or kazoo's Election
 
 --- client:election(path, opts) -> election object (no server state until campaign()).
 ---@param client table
@@ -96,11 +106,14 @@ function _M.new(client, path, opts)
         argerror(2, "election", "rejoin must be a boolean")
     end
     client.check_path(path, "election", 1)
+    local drivers = DRIVERS[util.check_layout(opts.layout, "election", 2)]
     return setmetatable({
         client = client,
         path = path,
         id = opts.id or util.default_id(),
         rejoin = opts.rejoin ~= false,
+        _driver = drivers.campaign,
+        _join = drivers.join,
         _q = nil,             -- our line position while campaigning, leading or rejoining
         _rejoin = nil,        -- the position the rejoin drives, while it runs
         _checking = nil,      -- campaign()'s position until its owner check passed
@@ -148,7 +161,7 @@ function _M:campaign(timeout)
         rq:interrupt()
         self._q = nil
     end
-    local q = line.new(client, self.path, DRIVER, self.id)
+    local q = line.new(client, self.path, self._driver, self.id)
     self._q = q
     -- Through is not yet leader: not before the owner check (another
     -- coroutine or request may ask meanwhile).
@@ -327,7 +340,7 @@ end
 
 -- One try: returns true to try again at once (our node went, or the node
 -- below went before we could watch it), nothing otherwise. The position
--- is one of JOIN's (through once its node is in the line), so leading is
+-- is one of the join driver's (through once its node is in the line), so leading is
 -- its node being first: no node sorts below one made before it.
 local function try(self, q)
     local client = self.client
@@ -414,7 +427,7 @@ end
 -- "connected".
 function _M:_start_rejoin()
     self:_stop_rejoin()
-    local q = line.new(self.client, self.path, JOIN, self.id)
+    local q = line.new(self.client, self.path, self._join, self.id)
     self._q, self._rejoin = q, q
     self._on_state = function(state)
         if state == "connected" then
@@ -611,7 +624,7 @@ end
 function _M:leader()
     check_self(self, "leader")
     local client = self.client
-    local probe = line.new(client, self.path, DRIVER)
+    local probe = line.new(client, self.path, self._driver)
     -- The first node may go between the list and the read: look again (bounded).
     for _ = 1, util.MAX_RACES do
         local entries, err = probe:entries()
@@ -636,7 +649,7 @@ end
 ---@return string[]|nil ids, string? err
 function _M:participants()
     check_self(self, "participants")
-    return line.new(self.client, self.path, DRIVER):participants()
+    return line.new(self.client, self.path, self._driver):participants()
 end
 
 

@@ -25,6 +25,7 @@
 -- for it (kazoo's Party names its nodes with a uuid and so never meets
 -- one; adopting it would list us as a member after we died).
 local util = require "zkcoord.util"
+local kazoo = require "zkcoord.layout.kazoo"
 
 local type, ipairs, tostring, setmetatable = type, ipairs, tostring, setmetatable
 local find, sort = string.find, table.sort
@@ -35,8 +36,17 @@ local mt = { __index = _M }
 local check_self = util.self_checker(mt, "group", "g")
 
 
---- client:group(path, id, data) -> g (no server state until join()).
-function _M.new(client, path, id, data)
+local OPT_KEYS = { "layout" }
+
+-- The id in a member node's name, by layout.
+local function same(name) return name end
+local ID_OF = { curator = same, kazoo = kazoo.party_id }
+
+
+--- client:group(path, id, data, opts) -> g (no server state until join()).
+--- opts.layout: "curator" (default: <path>/<id>) or "kazoo" (kazoo's
+--- ShallowParty: <path>/<uuid hex>-<id>, zkcoord.layout.kazoo).
+function _M.new(client, path, id, data, opts)
     client.check_path(path, "group", 1)
     if type(id) ~= "string" or id == "" or find(id, "[/%c]") or id == "." or id == ".." then
         argerror(2, "group", "id must be a non-empty string without '/' or control characters, got "
@@ -45,12 +55,17 @@ function _M.new(client, path, id, data)
     if data ~= nil and type(data) ~= "string" then
         argerror(3, "group", "data must be a string or nil, got " .. type(data))
     end
+    opts = util.check_opts(opts, OPT_KEYS, "group", 4)
+    local layout = util.check_layout(opts.layout, "group", 4)
     return setmetatable({
         client = client,
         path = path,
         id = id,
         data = data,
-        node_path = (path == "/" and "" or path) .. "/" .. id,
+        node_path = layout == "kazoo" and kazoo.party_node(path, id)
+                    or (path == "/" and "" or path) .. "/" .. id,
+        _id_of = ID_OF[layout],
+        _kazoo = layout == "kazoo",
         _node = nil,          -- our persistent_node while joined
         _watches = {},
     }, mt)
@@ -66,6 +81,14 @@ function _M:join(timeout)
     check_self(self, "join")
     util.check_timeout(timeout, "join", 1)
     if not self._node then
+        if self._kazoo then
+            -- kazoo's parents are persistent (its ensure_path): a container
+            -- the server removed would fail kazoo's next join
+            local ok, err = self.client:create(self.path, nil, { parents = true })
+            if not ok and err ~= "nodeexists" then
+                return nil, err
+            end
+        end
         self._node = self.client:persistent_node(self.node_path, self.data)
     end
     return self._node:wait(timeout)
@@ -109,7 +132,7 @@ local function read_members(self, names)
     for i, f in ipairs(fs) do
         local data, err = f:wait()
         if data then
-            out[names[i]] = data
+            out[self._id_of(names[i])] = data
         elseif err ~= "nonode" then
             return nil, err
         end

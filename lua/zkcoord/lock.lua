@@ -12,7 +12,9 @@
 -- Node layout: <path>/_c_<uuid>-lock-<seq>, Curator's InterProcessMutex
 -- names, so a Java service locking the same path with Curator is excluded
 -- too (both sort by the number after the last "lock-"). Children of <path>
--- without that shape are ignored.
+-- without that shape are ignored. opts.layout = "kazoo" names them as
+-- kazoo's Lock does instead (zkcoord.layout.kazoo): _c_<uuid>-__lock__<seq>,
+-- so a Python service locking the same path with kazoo is excluded.
 --
 -- Owners: the lock is reentrant per owner. The owner is opts.owner if
 -- given; else, inside nginx, the request (its ngx.ctx: acquire in access,
@@ -48,6 +50,7 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
+local kazoo = require "zkcoord.layout.kazoo"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
 local tostring = tostring
@@ -60,9 +63,12 @@ local mt = { __index = _M }
 
 local MAIN = {}   -- owner key of the main coroutine (LuaJIT returns nil there)
 
-local OPT_KEYS = { "owner", "data", "reentrant", "cohort", "cohort_handoffs", "cohort_time" }
+local OPT_KEYS = { "owner", "data", "reentrant", "cohort", "cohort_handoffs", "cohort_time",
+                   "layout" }
 
-local LOCK = line.driver { marker = "lock-", rule = rules.first }
+-- The lock's driver by opts.layout.
+local LOCKS = { curator = line.driver { marker = "lock-", rule = rules.first },
+                kazoo = kazoo.lock }
 local WEAK_KEYS = { __mode = "k" }
 
 
@@ -76,6 +82,7 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@field cohort boolean? default false; true: this process's owners share one node (zkcoord.cohort)
 ---@field cohort_handoffs integer? local handoffs per node while a remote waiter is in line (16)
 ---@field cohort_time number? seconds a node is passed on locally while a remote waiter is in line (0.01)
+---@field layout "curator"|"kazoo"|nil node names: Curator's InterProcessMutex (default) or kazoo's Lock
 
 --- client:lock(path, opts) -> lock object (no server state until acquire).
 ---@param client table
@@ -92,7 +99,8 @@ function _M.new(client, path, opts, driver, pick)
     if opts.reentrant ~= nil and type(opts.reentrant) ~= "boolean" then
         argerror(2, "lock", "reentrant must be a boolean")   -- "no" was taken for true
     end
-    driver = driver or LOCK
+    local layout = util.check_layout(opts.layout, "lock", 2)
+    driver = driver or LOCKS[layout]
     if not line.is_driver(driver) then
         argerror(4, "lock", "driver must be a zkcoord.line driver")
     end

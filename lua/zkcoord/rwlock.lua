@@ -21,7 +21,9 @@
 -- Curator's InterProcessReadWriteLock names, so Java services using
 -- Curator on the same path take part in the same line (Curator sorts by the
 -- number after the last "__READ__"/"__WRIT__", as we do). Other children of
--- <path> are ignored.
+-- <path> are ignored. opts.layout = "kazoo" names them as kazoo's ReadLock
+-- and WriteLock do instead (zkcoord.layout.kazoo): _c_<uuid>-__rlock__<seq>
+-- and _c_<uuid>-__lock__<seq>, a downgrade node _c_<uuid>-downgrade-__rlock__<seq>.
 --
 -- Reentrancy and owners as in zkcoord.lock (an owner is the running
 -- coroutine, or opts.owner), on both sides. Downgrade and the upgrade check
@@ -56,48 +58,55 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
+local kazoo = require "zkcoord.layout.kazoo"
 
 local type, setmetatable = type, setmetatable
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-local READ = "__READ__"
-local WRITE = "__WRIT__"
-local DOWNGRADE = "downgrade-__READ__"
--- Longest first: a name takes the first marker of the list it ends with.
-local MARKERS = { DOWNGRADE, READ, WRITE }
-
-local OPT_KEYS = { "owner", "data", "cohort", "cohort_handoffs", "cohort_time" }
+local OPT_KEYS = { "owner", "data", "cohort", "cohort_handoffs", "cohort_time", "layout" }
 
 local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the read lock first"
 
--- A writer is through when first and no downgraded reader is left (see the
--- header); it watches its predecessor, or that reader.
-local WRITE_DRIVER = line.driver { marker = WRITE, markers = MARKERS,
-                                   rule = rules.first_none_above(DOWNGRADE) }
 
-local below_write = rules.none_below(WRITE)
-
-
--- A reader is through when no write node is below its own, watching the
--- last one (readers behind a writer all wait for that one). The rule is
+-- The drivers of one layout's names { read =, write =, downgrade =,
+-- parents = }: a writer is through when first and no downgraded reader is
+-- left (see the header), watching its predecessor or that reader; a
+-- reader when no write node is below its own, watching the last one
+-- (readers behind a writer all wait for that one). The reader's rule is
 -- the built-in itself, so the engine answers it in one pass over the
--- listing (zkcoord.line.rules' scans).
-local READ_DRIVER = line.driver { marker = READ, markers = MARKERS, rule = below_write }
-cohort.shared(READ_DRIVER)    -- with opts.cohort, a process's readers share a node
-
-
--- The downgrade driver of one rwlock: through at once while its owner
--- holds the write lock (writing() is true), else as a reader.
-local function downgrade_driver(writing)
-    return line.driver { marker = DOWNGRADE, markers = MARKERS, rule = function(entries, me, q)
-        if writing() then
-            return true
-        end
-        return below_write(entries, me, q)
-    end }
+-- listing (zkcoord.line.rules' scans). `downgrade(writing)` makes the
+-- downgrade driver of one rwlock: through at once while its owner holds
+-- the write lock (writing() is true), else as a reader.
+local function drivers_of(names)
+    -- Longest first: a name takes the first marker of the list it ends with.
+    local markers = { names.downgrade, names.read, names.write }
+    local below_write = rules.none_below(names.write)
+    local read = line.driver { marker = names.read, markers = markers, rule = below_write,
+                               parents = names.parents }
+    cohort.shared(read)    -- with opts.cohort, a process's readers share a node
+    return {
+        write = line.driver { marker = names.write, markers = markers, parents = names.parents,
+                              rule = rules.first_none_above(names.downgrade) },
+        read = read,
+        downgrade = function(writing)
+            return line.driver { marker = names.downgrade, markers = markers,
+                                 parents = names.parents, rule = function(entries, me, q)
+                if writing() then
+                    return true
+                end
+                return below_write(entries, me, q)
+            end }
+        end,
+    }
 end
+
+-- By opts.layout: Curator's InterProcessReadWriteLock names, or kazoo's.
+local LAYOUTS = {
+    curator = drivers_of { read = "__READ__", write = "__WRIT__", downgrade = "downgrade-__READ__" },
+    kazoo = drivers_of(kazoo.rwlock),
+}
 
 
 ---@class zkcoord.rwlock_opts
@@ -106,6 +115,7 @@ end
 ---@field cohort boolean? default false; true: this process's readers share one read node (zkcoord.cohort)
 ---@field cohort_handoffs integer? readers joining a read node while a node waits behind it (16)
 ---@field cohort_time number? seconds readers join a read node while a node waits behind it (0.01)
+---@field layout "curator"|"kazoo"|nil node names: Curator's (default) or kazoo's ReadLock/WriteLock
 
 --- client:rwlock(path, opts) -> read-write lock (no server state until an acquire).
 ---@param client table a zkcoord client
@@ -119,12 +129,13 @@ function _M.new(client, path, opts)
     end
     client.check_path(path, "rwlock", 1)
     cohort.check_opts(opts, "rwlock")
+    local drivers = LAYOUTS[util.check_layout(opts.layout, "rwlock", 2)]
     local lopts = { owner = opts.owner, data = opts.data }
     local wl, rl
     -- The pick hooks run in acquire() (lock.lua) when an owner joins, with
     -- that owner current: held() is about it.
-    local downgrade = downgrade_driver(function() return wl:held() end)
-    wl = lock.new(client, path, lopts, WRITE_DRIVER, function()
+    local downgrade = drivers.downgrade(function() return wl:held() end)
+    wl = lock.new(client, path, lopts, drivers.write, function()
         if rl:held() then
             util.raise(UPGRADE_MSG)    -- blames the caller of acquire or run
         end
@@ -133,7 +144,7 @@ function _M.new(client, path, opts)
     -- one): a downgrade node must not see the write node handed on.
     local ropts = { owner = opts.owner, data = opts.data, cohort = opts.cohort,
                     cohort_handoffs = opts.cohort_handoffs, cohort_time = opts.cohort_time }
-    rl = lock.new(client, path, ropts, READ_DRIVER, function()
+    rl = lock.new(client, path, ropts, drivers.read, function()
         return wl:held() and downgrade or nil
     end)
     return setmetatable({ client = client, path = path, _read = rl, _write = wl }, mt)

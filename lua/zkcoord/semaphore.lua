@@ -23,6 +23,15 @@
 -- Curator peer's empty node is claimed). All three are container nodes:
 -- the server removes them some time after the last lease went.
 --
+-- opts.layout = "kazoo": kazoo's Semaphore instead (zkcoord.layout.kazoo):
+-- <path> (persistent) holds max_leases the same way; the internal lock is
+-- a kazoo Lock at <path>-__lock__ (_c_<uuid>-__lock__<seq>), and its holder
+-- creates its lease <path>/<uuid hex> (ephemeral, data = opts.data) while
+-- fewer than max_leases children of <path> are there, else waits for the
+-- children to change (zkcoord.layout.kazoo_lease). A Python service using
+-- kazoo's Semaphore on the same path shares the leases. kazoo's lease
+-- node is not ours to count as Curator's: the layouts do not mix.
+--
 -- Connection loss ("suspended"): leases stay held; the session may still
 -- be alive. Session loss ("lost", or suspended for the whole session
 -- timeout), or a lease node deleted by someone else: lease:held() turns
@@ -32,8 +41,10 @@ local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
+local kazoo = require "zkcoord.layout.kazoo"
+local kazoo_lease = require "zkcoord.layout.kazoo_lease"
 
-local type, tonumber, setmetatable = type, tonumber, setmetatable
+local type, tonumber, setmetatable, ipairs = type, tonumber, setmetatable, ipairs
 local match = string.match
 local min = math.min
 local remaining, argerror = util.remaining, util.argerror
@@ -48,7 +59,7 @@ local lease_lost    -- below, with the leases
 local check_self = util.self_checker(mt, "semaphore", "sem")
 local check_lease = util.self_checker(lease_mt, "lease", "lease")
 
-local OPT_KEYS = { "data" }
+local OPT_KEYS = { "data", "layout" }
 -- The internal lock's line (the lock recipe's rule: it watches only the
 -- node below its own); the lease line's driver is per semaphore (its max).
 local LOCK_DRIVER = line.driver { marker = "lock-", rule = rules.first }
@@ -74,6 +85,7 @@ end
 
 ---@class zkcoord.semaphore_opts
 ---@field data string? data of our lease nodes (default "<hostname>:<pid>")
+---@field layout "curator"|"kazoo"|nil node names: Curator's InterProcessSemaphoreV2 (default) or kazoo's
 
 --- client:semaphore(path, max_leases, opts) -> semaphore (no server state
 --- until acquire()).
@@ -91,6 +103,7 @@ function _M.new(client, path, max_leases, opts)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         argerror(3, "semaphore", "data must be a string")
     end
+    local is_kazoo = util.check_layout(opts.layout, "semaphore", 3) == "kazoo"
     return setmetatable({
         client = client,
         path = path,
@@ -100,6 +113,7 @@ function _M.new(client, path, max_leases, opts)
         -- included (Curator's count); else wait for any change of it.
         _leases = line.driver { marker = "lease-", rule = rules.at_most(max_leases) },
         data = opts.data or util.default_id(),
+        _kazoo = is_kazoo,
     }, mt)
 end
 
@@ -111,7 +125,10 @@ end
 local function check_max_once(self, deadline, try)
     local client, path, want = self.client, self.path, self.max_leases
     local text = ("%d"):format(want)   -- "2", not "2.0" on Lua 5.3+
-    local fc = client:send("create", path, text, { container = true, parents = "container" })
+    -- kazoo's parents are persistent (its ensure_path), and its lease
+    -- count and max check need <path> for as long as it runs
+    local fc = client:send("create", path, text, self._kazoo and { parents = true }
+                                                 or { container = true, parents = "container" })
     local fg = client:send("get", path)
     local created, cerr = reply(client, fc, deadline, try)
     local data, stat = reply(client, fg, deadline, try)
@@ -177,8 +194,14 @@ function _M:acquire(timeout)
         self._max_checked = true
     end
     -- The internal lock: one contender at a time watches the lease line.
-    local lock = line.new(client, self.base .. "/locks", LOCK_DRIVER, self.data)
-    local q = line.new(client, self.base .. "/leases", self._leases, self.data)
+    local lock, q
+    if self._kazoo then
+        lock = line.new(client, kazoo.semaphore_lock_path(self.path), kazoo.lock, self.data)
+        q = kazoo_lease.new(client, self.path, self.max_leases, self.data)
+    else
+        lock = line.new(client, self.base .. "/locks", LOCK_DRIVER, self.data)
+        q = line.new(client, self.base .. "/leases", self._leases, self.data)
+    end
     -- Waiting in the lease line is the lock holder's only: a lock lost
     -- meanwhile (its session ended, its node deleted) lets the next
     -- contender in too, and rules.at_most then counts one waiter too many
@@ -217,6 +240,14 @@ end
 ---@return integer|nil count, string? err
 function _M:leases()
     check_self(self, "leases")
+    if self._kazoo then
+        -- kazoo counts every child of <path>
+        local names, err = util.children(self.client, self.path)
+        if not names then
+            return nil, err
+        end
+        return min(#names, self.max_leases)
+    end
     local probe = line.new(self.client, self.base .. "/leases", self._leases)
     local entries, err = probe:entries()
     if not entries then
@@ -230,7 +261,40 @@ end
 ---@return string[]|nil data, string? err
 function _M:participants()
     check_self(self, "participants")
+    if self._kazoo then
+        return self:_kazoo_participants()
+    end
     return line.new(self.client, self.base .. "/leases", self._leases):participants()
+end
+
+
+-- kazoo's layout: the holders (kazoo's lease_holders(), in name order: a
+-- lease has no place in a line), then the waiters in the order of the
+-- lock they queue on.
+function _M:_kazoo_participants()
+    local client = self.client
+    local names, err = util.children(client, self.path)
+    if not names then
+        return nil, err
+    end
+    table.sort(names)
+    local paths = {}
+    for i, name in ipairs(names) do
+        paths[i] = self.base .. "/" .. name
+    end
+    local holders, herr = util.present_data(client, paths)
+    if not holders then
+        return nil, herr
+    end
+    local waiters, werr = line.new(client, kazoo.semaphore_lock_path(self.path),
+                                   kazoo.lock):participants()
+    if not waiters then
+        return nil, werr
+    end
+    for _, data in ipairs(waiters) do
+        holders[#holders + 1] = data
+    end
+    return holders
 end
 
 

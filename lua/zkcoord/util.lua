@@ -22,6 +22,8 @@ local type, error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setme
 local xpcall, traceback = compat.xpcall, debug.traceback
 local min, concat = math.min, table.concat
 local find, match, getinfo = string.find, string.match, debug.getinfo
+-- past a __metatable field: it hides the metatable from getmetatable only
+local getmetatable_raw, rawget = debug.getmetatable, rawget
 local transient = errors.transient
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -35,7 +37,8 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
 _M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, discovery = true,
-               lease = true, line = true, testing = true, wait = true, ["wait/ngx"] = true }
+               layout = true, lease = true, line = true, testing = true, wait = true,
+               ["wait/ngx"] = true }
 local SUBDIRS = _M.SUBDIRS
 
 
@@ -84,14 +87,43 @@ end
 local argerror = _M.argerror
 
 
---- Checks that argument #n (default 1) of `fname` is a function; returns it.
+--- Is `v` callable: a function, or a table or userdata whose metatable
+--- has a __call (kazoo takes any callable for a callback; so do we).
+function _M.is_callable(v)
+    local kind = type(v)
+    if kind == "function" then
+        return true
+    end
+    local m = (kind == "table" or kind == "userdata") and getmetatable_raw(v)
+    return m and type(rawget(m, "__call")) == "function" or false
+end
+local is_callable = _M.is_callable
+
+
+--- Checks that argument #n (default 1) of `fname` is callable (a function,
+--- or a table or userdata with __call); returns it.
 function _M.check_fn(fn, fname, n)
-    if type(fn) ~= "function" then
+    if not is_callable(fn) then
         argerror(n or 1, fname, "function expected, got " .. type(fn))
     end
     return fn
 end
 local check_fn = _M.check_fn
+
+
+--- Checks the `layout` option (argument #n of `fname`): whose node names
+--- a recipe uses, "curator" (the default) or "kazoo" (zkcoord.layout.kazoo).
+--- Returns it.
+function _M.check_layout(layout, fname, n)
+    if layout == nil then
+        return "curator"
+    end
+    if layout ~= "curator" and layout ~= "kazoo" then
+        argerror(n, fname, "layout must be \"curator\" or \"kazoo\", got "
+                 .. (type(layout) == "string" and ("%q"):format(layout) or type(layout)))
+    end
+    return layout
+end
 
 
 --- Checks that argument #n of `fname` (`what` in the message: "data") is
@@ -453,7 +485,8 @@ end
 local protected = xpcall
 if not YIELDS_ACROSS_PCALL then
     protected = function(fn, _, ...)
-        local co = co_create(fn)
+        -- a coroutine's body must be a function, not just a callable
+        local co = co_create(type(fn) == "function" and fn or function(...) return fn(...) end)
         parents[co] = running() or false
         return settle(co, co_resume(co, ...))
     end

@@ -94,7 +94,7 @@ end
 
 
 function _M.check_fn(fn, fname, n)
-    if fn ~= nil and type(fn) ~= "function" then
+    if fn ~= nil and not util.is_callable(fn) then
         argerror(n, fname, "watch must be a function or nil", 2)
     end
     return fn

@@ -118,6 +118,11 @@ end
 function _M:spawn(fn, ...)
     check_self(self, "spawn")
     util.check_fn(fn, "spawn")
+    if type(fn) ~= "function" then
+        -- a coroutine's (or light thread's) body must be a function
+        local callable = fn
+        fn = function(...) return callable(...) end
+    end
     local w = self._waiter
     if not w.spawn then
         error("this client's waiter cannot spawn coroutines", 2)

@@ -16,7 +16,8 @@ local paths = require "zkcoord.client.paths"
 local C = core.c
 local now = core.now
 local errname = errors.name
-local argerror = require("zkcoord.util").argerror
+local util = require "zkcoord.util"
+local argerror, is_callable = util.argerror, util.is_callable
 local check_self, check_path = checks.check_self, checks.check_path
 local check_version, check_fn, array_length = checks.check_version, checks.check_fn,
                                               checks.array_length
@@ -377,7 +378,7 @@ end
 ---@return integer removed
 function _M:remove_watches(path, fn)
     check_self(self, "remove_watches")
-    if path ~= nil or type(fn) ~= "function" then
+    if path ~= nil or not is_callable(fn) then
         check_path(path, "remove_watches", 1)
     end
     local n = 0

@@ -259,7 +259,9 @@ local function merge(opts)
         if not want then
             bad("unknown option '" .. tostring(k) .. "'")
         end
-        if not find(want, type(v), 1, true) then
+        -- a callable table or userdata passes for a function (logger, tracer)
+        local kind = want == "function" and util.is_callable(v) and "function" or type(v)
+        if not find(want, kind, 1, true) then
             bad("option '" .. k .. "' must be a " .. want)
         end
     end

@@ -110,7 +110,7 @@ function _M:retry(deadline, fn, ...)
     if deadline ~= nil and (type(deadline) ~= "number" or deadline ~= deadline) then
         argerror(1, "retry", "deadline must be a number (a zkcoord.now() time) or nil")
     end
-    if type(fn) ~= "function" then
+    if not util.is_callable(fn) then
         argerror(2, "retry", "fn must be a function, got " .. type(fn))
     end
     return retry(self, deadline, self._retry, fn, ...)
