@@ -70,14 +70,19 @@ end
 local GRANT_LIST = { rwread = "rw", rwwrite = "rw" }
 
 -- A grant's interval [enter_t, end_t] (a holder killed inside ends at the
--- kill), its writes counted, the grant listed for the overlap rule.
+-- kill), its writes counted, the grant listed for the overlap rule. A
+-- process may hold several grants at once (a cohort's coroutines): every
+-- one it was inside when it was killed by a fault ends at the kill (not
+-- when it was killed at the end for hanging: that is a hang).
 local function grant(R, P, o, s, kill_t, last_op)
+    local killed_inside = kill_t and (o == last_op
+                                      or not R.stuck[P.key] and o.enter_t <= kill_t)
     if o.leave_t then
         o.end_t = o.leave_t
-        if not o.released and not (kill_t and o == last_op) then
+        if not o.released and not killed_inside then
             R:hang("no release", format("%s op %d (%s) left but never released", P.key, o.n, o.op))
         end
-    elseif kill_t and o == last_op then
+    elseif killed_inside then
         o.end_t = kill_t
     else
         o.end_t = P.last_t
