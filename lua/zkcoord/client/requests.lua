@@ -53,6 +53,8 @@ function _M:_request(finish, method, path, ...)
     end
     local p = new_entry(id, self._serial)
     self._pending[id] = p
+    local sent = self._sent
+    sent[method] = (sent[method] or 0) + 1
     return new_future(self, p, finish)
 end
 
