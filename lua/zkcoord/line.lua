@@ -79,6 +79,7 @@ local client_mod = require "zkcoord.client"
 local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
+local walk = require "zkcoord.line.walk"
 
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
@@ -93,9 +94,11 @@ local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-for name, fn in pairs(node) do
-    if type(fn) == "function" and name:sub(1, 1) == "_" then
-        _M[name] = fn
+for _, part in ipairs({ node, walk }) do
+    for name, fn in pairs(part) do
+        if type(fn) == "function" and name:sub(1, 1) == "_" then
+            _M[name] = fn
+        end
     end
 end
 
@@ -178,6 +181,10 @@ function _M.new(client, parent, driver, data)
         _lost_fns = {},
         _epoch = 0,       -- bumped by interrupt(): an enter() running meanwhile stops
         _wait_ev = nil,   -- the event enter() waits on (interrupt() sets it)
+        _below = nil,     -- while waiting: paths below the watched entry (line.walk)
+        _below_cut = false,   -- more were below than _below holds
+        _passed = nil,    -- the node at which we got through (line.walk's proof)
+        _passed_below = nil,
     }, mt)
 end
 
@@ -394,10 +401,11 @@ end
 -- verdict still to be checked) or "scanned" (the driver's one-pass scan
 -- gave it: nothing to check), the verdict, the armed watch, and for
 -- "judged" the entries and our index. A raising rule leaves no node behind.
+-- With a scan, what is below the verdict is kept for the walk (line.walk).
 function _M:_decide(names, armed)
     local d = self.driver
     if d.scan then
-        local verdict = drivers.scan(d, self.path, names, self._name)
+        local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
         if verdict == nil then
             self:_forget()
             return "again", nil, armed
@@ -405,6 +413,7 @@ function _M:_decide(names, armed)
             disarm(self, armed)
             return "through"
         end
+        self._below, self._below_cut = kept, cut
         return "scanned", verdict, armed
     end
     local entries = self:parse(names)
@@ -429,7 +438,8 @@ end
 
 
 -- Waits as the rule's verdict says. Returns true, nil, the next listing
--- (or nil) and the armed line watch, or nil, err.
+-- (or nil), the armed line watch and true when the walk found us through
+-- (line.walk), or nil, err.
 function _M:_wait_verdict(verdict, armed, deadline, epoch)
     if remaining(deadline) == 0 then
         disarm(self, armed)
@@ -542,11 +552,7 @@ function _M:enter(timeout)
             how, verdict, armed, entries, me = self:_decide(names, armed)
             names = nil
             if how == "through" then
-                self._through = true
-                if #self._lost_fns > 0 then
-                    self:_watch_own()
-                end
-                return true
+                return self:_pass()
             elseif how ~= "again" then
                 if how == "judged" then
                     rules.check_verdict(self, verdict, entries, me)
@@ -555,15 +561,29 @@ function _M:enter(timeout)
                 -- waiters that is N listings of N entries (10,000 requests
                 -- waiting in one nginx worker ran it out of memory).
                 entries, me = nil, nil    -- luacheck: ignore 311
-                local ok, err
-                ok, err, names, armed = self:_wait_verdict(verdict, armed, deadline, epoch)
+                local ok, err, through
+                ok, err, names, armed, through = self:_wait_verdict(verdict, armed, deadline,
+                                                                    epoch)
                 if not ok then
                     self:leave()
                     return nil, err
+                elseif through then
+                    return self:_pass()
                 end
             end
         end
     end
+end
+
+
+-- Through: what enter() returns, and what the holder's watches need.
+function _M:_pass()
+    self._through = true
+    self:_passed_here()
+    if #self._lost_fns > 0 then
+        self:_watch_own()
+    end
+    return true
 end
 
 
@@ -601,34 +621,57 @@ function _M:_wait_line(armed, deadline, epoch)
 end
 
 
--- Waits until `entry` changes or goes. Returns true to re-check the line.
+-- Waits until `entry` changes or goes. Returns true to re-check the line
+-- (list it), or true, nil, nil, nil, true when the walk down what we kept
+-- found us through (line.walk). A data change (revocation's request)
+-- watches the same entry again; a delete walks down to the next one.
 function _M:_wait_for(entry, deadline, epoch)
     local client = self.client
-    local ev = client:waiter():event()
-    local wake = waker(ev)
-    local data, err = util.retry(client, deadline, self:_policy(), read_entry, self, deadline,
-                                 entry.path, wake)
-    if data == true then
-        return true    -- our node went with the session: join again
-    elseif data == nil then
-        if err == "nonode" then
-            return true
+    local path = entry.path
+    local from = walk.source(path)    -- kept alive: its proof is read when it goes
+    local ev, box, wake
+    while true do
+        if not ev then
+            ev, box = client:waiter():event(), {}
+            wake = walk.typed_waker(ev, box)
+            local data, err = util.retry(client, deadline, self:_policy(), read_entry, self,
+                                         deadline, path, wake)
+            if data == true then
+                return true    -- our node went with the session: join again
+            elseif data == nil then
+                client:remove_watches(path, wake)   -- a reply after our wait ran out may set it
+                if err ~= "nonode" then
+                    return nil, err
+                end
+                box.type = "deleted"
+                ev:set()
+            end
         end
-        client:remove_watches(entry.path, wake)   -- a reply after our wait ran out may set it
-        return nil, err
+        wait_event(self, ev, deadline, epoch)
+        if self._epoch ~= epoch then
+            client:remove_watches(path, wake)
+            return true     -- left meanwhile: enter() stops
+        elseif not ev.is_set then
+            client:remove_watches(path, wake)
+            if client:is_closed() then
+                return nil, "closed"
+            end
+            return nil, "timeout"
+        end
+        if box.type == "changed" then
+            ev = nil    -- watch it again
+        elseif box.type ~= "deleted" then
+            return true
+        else
+            local nxt, nev, nbox, nwake, nfrom = self:_walk(path, from, deadline)
+            if nxt == true then
+                return true, nil, nil, nil, true
+            elseif not nxt then
+                return true
+            end
+            path, ev, box, wake, from = nxt, nev, nbox, nwake, nfrom
+        end
     end
-    wait_event(self, ev, deadline, epoch)
-    if self._epoch ~= epoch then
-        client:remove_watches(entry.path, wake)
-        return true     -- left meanwhile: enter() stops
-    elseif ev.is_set then
-        return true
-    end
-    client:remove_watches(entry.path, wake)
-    if client:is_closed() then
-        return nil, "closed"
-    end
-    return nil, "timeout"
 end
 
 

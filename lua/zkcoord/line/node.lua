@@ -17,6 +17,7 @@
 local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
 local util = require "zkcoord.util"
+local walk = require "zkcoord.line.walk"
 
 local errname, unknown_outcome = errors.name, errors.unknown_outcome
 local remaining = util.remaining
@@ -311,6 +312,7 @@ function _M:_adopt(node, stat)
     self._node, self._stat, self._serial = node, stat, self.client:serial()
     self._name = match(node, ".*/(.*)")    -- anchored: one pass, not one per position
     self:_register(node)
+    walk.register(node, self)
 end
 
 

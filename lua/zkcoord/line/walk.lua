@@ -1,0 +1,215 @@
+--- zkcoord.line.walk: a waiter's way down the listing it already has
+--- (internal part of zkcoord.line).
+--
+-- A built-in scan rule (zkcoord.line.rules: first, none_below,
+-- first_none_above) watches the nearest entry below ours whose marker its
+-- `below` set takes. Sequence numbers only grow within one parent (and our
+-- node keeps the parent alive), so no entry can appear below ours: when
+-- the watched one goes, the next one to watch is among those the waiter
+-- saw below it, nearest first. The waiter keeps a few of them (KEEP: a
+-- waiter's memory stays small with thousands in line) and, when its entry
+-- goes, asks about the ones still to be asked, in one round trip: an
+-- `exists` on our own node (a node deleted while we waited, by another
+-- client, means join again, as a listing would have shown) and one `get`
+-- with a watch per kept entry it must still ask about; it watches the
+-- nearest one still there, or is through when none is:
+--   * if the entry that went was a position of this process that got
+--     through with a rule whose `below` covers ours, nothing it could
+--     wait for is left below it: only the `exists` goes out (a line of
+--     coroutines or nginx requests hands over from one to the next like
+--     this); likewise a kept entry with that proof ends the walk there;
+--   * else, when every entry it could wait for was kept, all of them;
+--   * else (more were below than it kept) it lists the line as before:
+--     one listing beats many reads.
+-- No listing either way, and the cost of a handoff no longer grows with
+-- the line. A rule with an `above` set (rwlock's writer: a downgraded
+-- reader that joined after us) lists the line once nothing is left below.
+-- Rules of the user's, keyed drivers (the order is not the sequence
+-- number, so an entry may appear before ours) and ANY rules (semaphore's
+-- at_most, fewer_than: every change of the line matters) list every time.
+-- Hand-made names that carry a smaller number than ours, created while we
+-- wait, are not seen until the waiter lists again.
+-- The methods here are installed on zkcoord.line's position class.
+local setmetatable, pairs = setmetatable, pairs
+
+local _M = {}
+
+--- How many entries below the watched one a waiter keeps.
+_M.KEEP = 4
+
+-- The most entries a walk over a shared listing passes over (others'
+-- markers) looking for ours to keep: the rest is cut.
+local SKIP = 64
+
+-- Node path -> the position of this process that made it, while it lives:
+-- the proof "it got through" travels from one waiter to the next.
+local LOCAL = setmetatable({}, { __mode = "v" })
+
+
+--- `q` made its node `path` (zkcoord.line.node's _adopt).
+function _M.register(path, q)
+    LOCAL[path] = q
+end
+
+
+--- The position of this process that made node `path`, if any.
+function _M.source(path)
+    return LOCAL[path]
+end
+
+
+-- Does `theirs` (a scan's below set, true: any marker) take every marker
+-- `mine` takes?
+local function covers(theirs, mine)
+    if theirs == true then
+        return true
+    elseif mine == true then
+        return false
+    end
+    for m in pairs(mine) do
+        if not theirs[m] then
+            return false
+        end
+    end
+    return true
+end
+
+
+-- Through now: remember at which node, for the waiter that watches it.
+function _M:_passed_here()
+    local scan = self.driver.scan
+    if scan then
+        self._passed, self._passed_below = self._node, scan.below
+    end
+    self._below = nil
+end
+
+
+-- Did this position get through at node `path` with a rule whose below set
+-- covers `set`? Then nothing `set` takes was below `path` then, nor since.
+function _M:_passed_at(path, set)
+    return self._passed == path and covers(self._passed_below, set)
+end
+
+
+--- From a parsed listing: the paths of up to KEEP entries below `verdict`
+--- (entries[me]'s verdict, below ours) that `set` takes, nearest first, and
+--- whether more may be there. nil when the verdict is not below ours.
+function _M.keep_entries(entries, verdict, me, set)
+    local j = me - 1
+    while j >= 1 and entries[j] ~= verdict do
+        j = j - 1
+    end
+    if j < 1 then
+        return nil
+    end
+    local kept, skipped = {}, 0
+    for i = j - 1, 1, -1 do
+        local e = entries[i]
+        if set == true or set[e.marker] then
+            if #kept == _M.KEEP then
+                return kept, true
+            end
+            kept[#kept + 1] = e.path
+        else
+            skipped = skipped + 1
+            if skipped > SKIP then
+                return kept, true
+            end
+        end
+    end
+    return kept, false
+end
+
+
+-- One watch closure per walk, made outside the frames that wait: it
+-- records the kind of event (deleted, changed ...) in `box`.
+function _M.typed_waker(ev, box)
+    return function(e)
+        box.type = e and e.type
+        ev:set()
+    end
+end
+
+
+-- Nothing left below: through (true), or list (nil) for a rule that also
+-- looks above ours, or when our node went with the session.
+function _M:_walk_end()
+    if self.driver.scan.above or not self:_owns_node() then
+        return nil
+    end
+    return true
+end
+
+
+--- The node we watched, `gone`, was deleted; `from` is the position of
+--- this process that made it (or nil). Returns true (through), nil (list
+--- the line), or the next path to watch with its watch already set: path,
+--- event, box, wake, source.
+function _M:_walk(gone, from, deadline)
+    local kept = self._below
+    if not kept then
+        return nil
+    end
+    local set = self.driver.scan.below
+    local n, whole, sources = #kept, not self._below_cut, {}
+    if from and from:_passed_at(gone, set) then    -- same class
+        n, whole = 0, true
+    else
+        for i = 1, #kept do
+            local src = LOCAL[kept[i]]
+            sources[i] = src
+            if src and src:_passed_at(kept[i], set) then    -- same class
+                n, whole = i, true    -- nothing below this one: what we kept is all
+                break
+            end
+        end
+    end
+    if not whole then
+        return nil    -- more were below than we kept: one listing beats many reads
+    end
+    if not self:_owns_node() then
+        return nil    -- our node went with the session: enter() joins again
+    end
+    local client = self.client
+    local ev, box = client:waiter():event(), {}
+    local wake = _M.typed_waker(ev, box)
+    local mine = client:send("exists", self._node)
+    local fs = {}
+    for i = 1, n do
+        fs[i] = client:send("get", kept[i], wake)
+    end
+    local wait = self:_reply_wait(deadline)
+    local found, failed
+    for i = 1, n do
+        local data, err = fs[i]:wait(wait)
+        if data ~= nil then
+            if found then
+                client:remove_watches(kept[i], wake)   -- one watch per waiter
+            else
+                found = i
+            end
+        elseif err ~= "nonode" then
+            failed = true
+        end
+    end
+    local stat = mine:wait(wait)
+    if failed or not stat then
+        -- A connection loss, the deadline, or our node is gone: the listing
+        -- (with its retries) decides.
+        client:remove_watches(nil, wake)
+        return nil
+    end
+    if not found then
+        return self:_walk_end()
+    end
+    local rest = {}
+    for i = found + 1, n do
+        rest[#rest + 1] = kept[i]
+    end
+    self._below, self._below_cut = rest, false
+    return kept[found], ev, box, wake, sources[found]
+end
+
+
+return _M
