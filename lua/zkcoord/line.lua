@@ -80,6 +80,7 @@ local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
 local walk = require "zkcoord.line.walk"
+local join = require "zkcoord.line.join"
 
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
@@ -401,10 +402,26 @@ end
 -- verdict still to be checked) or "scanned" (the driver's one-pass scan
 -- gave it: nothing to check), the verdict, the armed watch, and for
 -- "judged" the entries and our index. A raising rule leaves no node behind.
--- With a scan, what is below the verdict is kept for the walk (line.walk).
-function _M:_decide(names, armed)
+-- With a scan, what is below the verdict is kept for the walk (line.walk);
+-- `b`, a join batch (line.join), gives the listing parsed once for all its
+-- joins.
+function _M:_decide(names, armed, b)
     local d = self.driver
-    if d.scan then
+    if d.scan and b then
+        local v = join.view(b, d, names)
+        local me = v.index[self._name]
+        if not me then
+            self:_forget()
+            return "again", nil, armed
+        end
+        local verdict = self.rule(v.entries, me, self)    -- a built-in: reads only
+        if verdict == true then
+            disarm(self, armed)
+            return "through"
+        end
+        self._below, self._below_cut = walk.keep_entries(v.entries, verdict, me, d.scan.below)
+        return "scanned", verdict, armed
+    elseif d.scan then
         local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
         if verdict == nil then
             self:_forget()
@@ -509,7 +526,7 @@ function _M:enter(timeout)
             return nil, down    -- try once: no round trip can go out now
         end
     end
-    local names, joined, armed   -- armed: { ev =, wake = } while a line watch is set
+    local names, joined, armed, batch   -- armed: { ev =, wake = } while a line watch is set
     local epoch = self._epoch
     while true do
         if self._epoch ~= epoch then
@@ -529,7 +546,8 @@ function _M:enter(timeout)
                 return nil, "timeout"
             end
             joined = true
-            local ok, res = self:_create(deadline)
+            local ok, res
+            ok, res, batch = self:_create(deadline)
             if not ok then
                 disarm(self, armed)
                 return nil, res
@@ -549,8 +567,8 @@ function _M:enter(timeout)
         end
         if names and self._epoch == epoch then
             local how, verdict, entries, me
-            how, verdict, armed, entries, me = self:_decide(names, armed)
-            names = nil
+            how, verdict, armed, entries, me = self:_decide(names, armed, batch)
+            names, batch = nil, nil
             if how == "through" then
                 return self:_pass()
             elseif how ~= "again" then
