@@ -60,7 +60,7 @@ describe("line walk #zk", function()
         return out
     end
 
-    it("N coroutines join with a few listings and hand over with none", function()
+    it("N coroutines join with a few listings and hand over without a request", function()
         local N = 40
         local holder = other:lock("/l")
         assert.is_true(holder:acquire(5))
@@ -83,10 +83,14 @@ describe("line walk #zk", function()
         local joins = listings(c) - before
         -- Measured: 1 (every coroutine created its node in one turn).
         assert.is_true(joins <= 3, ("%d listings for %d joins"):format(joins, N))
+        local reads = sent(c, "get") + sent(c, "exists")
         holder:release()
         assert.is_true(c:run(30))
         assert.equal(N, served)
         assert.equal(0, listings(c) - before - joins, "listings during the handoffs")
+        -- each waiter watched its predecessor and its own node while it
+        -- waited: a handoff is the release's delete and nothing else
+        assert.equal(reads, sent(c, "get") + sent(c, "exists"), "reads during the handoffs")
         for i = 1, N do
             assert.equal(i, order[i], "served out of line")   -- spawned in order, joined in order
         end

@@ -9,7 +9,8 @@
 --   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
 --      unless the driver says otherwise) and list <parent>'s children in
 --      the same round trip (one session runs its requests in order, so the
---      list already holds our node);
+--      list already holds our node); the joins of one client that run
+--      together share that listing (line/join.lua);
 --   2. sort the participants (children carrying one of the driver's
 --      markers; anything else under the parent is ignored) by sequence
 --      number (equal numbers, only hand-made names have them, by name), or
@@ -21,10 +22,13 @@
 --      Steps 2 and 3 are one pass over the names, with no table per name
 --      and no sort, when the rule is rules.first, none_below or
 --      first_none_above and the driver has no key (the same verdict:
---      zkcoord.line.rules' scans): every wake-up lists the whole line;
+--      zkcoord.line.rules' scans);
 --   4. watch that node with get() (a watch on a missing node is never set,
 --      so none leaks, Curator's choice), or list the line again with a
 --      watch and ask the rule about that very listing; wait, go back to 2.
+--      With a scan, a waiter whose node goes walks down the entries it saw
+--      below it instead of listing again (line/walk.lua): a handoff sends
+--      no listing.
 --
 -- The driver (Curator's LockInternalsDriver) is everything a recipe says
 -- about its line, a table checked once by line.driver{...}:
@@ -69,7 +73,8 @@
 --
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
--- line/node.lua (our own node). zkcoord.queue is an alias of this module.
+-- line/node.lua (our own node), line/walk.lua (a waiter's way down what it
+-- saw), line/join.lua (joins sharing a listing). zkcoord.queue is an alias of this module.
 -- An argument error raised inside a rule (a rule maker passed uncalled)
 -- climbs through enter() and _decide(); util.raise passes over the frames
 -- of every library file, line/*.lua included (util.SUBDIRS), so it blames
@@ -186,6 +191,8 @@ function _M.new(client, parent, driver, data)
         _below_cut = false,   -- more were below than _below holds
         _passed = nil,    -- the node at which we got through (line.walk's proof)
         _passed_below = nil,
+        _mine = nil,      -- our node, while its watch (line.walk's _watch_mine) is ours
+        _mine_state = nil,    -- "asked", "armed", "gone" or "off"
     }, mt)
 end
 
@@ -652,6 +659,9 @@ function _M:_wait_for(entry, deadline, epoch)
         if not ev then
             ev, box = client:waiter():event(), {}
             wake = walk.typed_waker(ev, box)
+            if from and self._below and self:_owns_node() then
+                self:_watch_mine()    -- its delete may let us through without a request
+            end
             local data, err = util.retry(client, deadline, self:_policy(), read_entry, self,
                                          deadline, path, wake)
             if data == true then

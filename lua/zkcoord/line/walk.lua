@@ -8,29 +8,37 @@
 -- the watched one goes, the next one to watch is among those the waiter
 -- saw below it, nearest first. The waiter keeps a few of them (KEEP: a
 -- waiter's memory stays small with thousands in line) and, when its entry
--- goes, asks about the ones still to be asked, in one round trip: an
--- `exists` on our own node (a node deleted while we waited, by another
--- client, means join again, as a listing would have shown) and one `get`
--- with a watch per kept entry it must still ask about; it watches the
--- nearest one still there, or is through when none is:
---   * if the entry that went was a position of this process that got
+-- is deleted, asks about the ones it must still ask about, in one round
+-- trip: an `exists` on our own node (deleted meanwhile by another client:
+-- join again, as a listing would have shown) and one `get` with a watch
+-- per such kept entry; it watches the nearest one still there, or is
+-- through when none is.
+--   * When the entry that went was a position of this process that got
 --     through with a rule whose `below` covers ours, nothing it could
---     wait for is left below it: only the `exists` goes out (a line of
---     coroutines or nginx requests hands over from one to the next like
---     this); likewise a kept entry with that proof ends the walk there;
---   * else, when every entry it could wait for was kept, all of them;
---   * else (more were below than it kept) it lists the line as before:
---     one listing beats many reads.
--- No listing either way, and the cost of a handoff no longer grows with
--- the line. A rule with an `above` set (rwlock's writer: a downgraded
--- reader that joined after us) lists the line once nothing is left below.
--- Rules of the user's, keyed drivers (the order is not the sequence
--- number, so an entry may appear before ours) and ANY rules (semaphore's
--- at_most, fewer_than: every change of the line matters) list every time.
--- Hand-made names that carry a smaller number than ours, created while we
--- wait, are not seen until the waiter lists again.
+--     wait for is left below it: no `get`. The waiter also watched its own
+--     node while it waited on such an entry (one `exists`, sent with its
+--     `get`); ZooKeeper tells a client of changes in their order, so if no
+--     delete of our node came before that entry's, our node was there
+--     then: through without any request (a line of coroutines or nginx
+--     requests hands over from one to the next like this). After a
+--     reconnection the two events may come in either order; ours coming
+--     second is then like a node deleted just after we got through (on_lost
+--     reports it when registered). A kept entry with that proof ends the
+--     walk at it.
+--   * When more were below than it kept, it lists the line as before: one
+--     listing beats many reads.
+-- A rule with an `above` set (rwlock's writer: a downgraded reader that
+-- joined after us) lists the line once nothing is left below. Rules of
+-- the user's, keyed drivers (the order is not the sequence number, so an
+-- entry may appear before ours) and ANY rules (semaphore's at_most,
+-- fewer_than: every change of the line matters) list every time. A
+-- hand-made name with a smaller number than ours, created while we wait,
+-- is not seen until the waiter lists again.
 -- The methods here are installed on zkcoord.line's position class.
+local errors = require "zkcoord.errors"
+
 local setmetatable, pairs = setmetatable, pairs
+local errname = errors.name
 
 local _M = {}
 
@@ -122,6 +130,46 @@ function _M.keep_entries(entries, verdict, me, set)
 end
 
 
+-- Our own node's watch while we wait (_watch_mine): "gone" when it was
+-- deleted, "off" after any other event (the walk asks again then).
+local function mine_fired(ev, self)
+    if self._mine == ev.path and not self._through then
+        self._mine_state = ev.type == "deleted" and "gone" or "off"
+    end
+end
+
+
+local function mine_reply(p, ctx)
+    local self, node = ctx.q, ctx.node
+    if self._mine ~= node or self._mine_state ~= "asked" then
+        return
+    end
+    if p.rc == 0 then
+        self._mine_state = "armed"
+    else
+        -- Gone already (an exists on a missing node would wait for its
+        -- creation: remove that watch), or not asked: the walk asks.
+        self._mine_state = errname(p.rc) == "nonode" and "gone" or "off"
+        self.client:remove_watches(node, mine_fired)
+    end
+end
+
+
+--- While waiting on an entry a position of this process made: watch our
+--- own node, once per node (sent without waiting, before the entry's get).
+function _M:_watch_mine()
+    local node = self._node
+    if self._mine == node and self._mine_state ~= "off" then
+        return
+    end
+    self._mine, self._mine_state = node, "asked"
+    local f = self.client:send("exists", node, mine_fired, self)
+    if not f:on_late(mine_reply, { q = self, node = node }) then
+        self._mine_state = "off"
+    end
+end
+
+
 -- One watch closure per walk, made outside the frames that wait: it
 -- records the kind of event (deleted, changed ...) in `box`.
 function _M.typed_waker(ev, box)
@@ -170,6 +218,14 @@ function _M:_walk(gone, from, deadline)
     end
     if not self:_owns_node() then
         return nil    -- our node went with the session: enter() joins again
+    end
+    if self._mine == self._node then
+        local st = self._mine_state
+        if st == "gone" then
+            return nil    -- deleted while we waited: the listing shows it, enter() joins again
+        elseif st == "armed" and n == 0 then
+            return self:_walk_end()    -- nothing to ask: the order of events told us
+        end
     end
     local client = self.client
     local ev, box = client:waiter():event(), {}
