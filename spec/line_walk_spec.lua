@@ -181,6 +181,30 @@ describe("line walk #zk", function()
         assert.equal(joins, listings(c) - before)
     end)
 
+    it("a lock of this process that got through proves nothing about markers it ignores",
+       function()
+        -- /m: an "x-" node (another client's), then a plain lock of this
+        -- process (through: it ignores "x-"), then a line over both markers
+        assert(other:create("/m", nil, { parents = true }))
+        local x = assert(other:create("/m/_c_" .. line.uuid() .. "-x-", nil,
+                                      { ephemeral = true, sequential = true }))
+        local lock = line.new(c, "/m", ONE)
+        assert.is_true(lock:enter(5))
+        local BOTH = line.driver { marker = "x-", markers = { "x-", "lock-" }, rule = rules.first }
+        local w, done = line.new(c, "/m", BOTH), nil
+        c:spawn(function() done = { w:enter(20) } end)
+        assert.truthy(run_until(c, function() return w:node() ~= nil and settled(c)() end))
+        local g0 = sent(c, "get")
+        lock:leave()
+        assert.truthy(run_until(c, function() return sent(c, "get") > g0 and settled(c)() end),
+                      "the waiter did not walk down to the x- node")
+        assert.is_nil(done, "through while the x- node below is there")
+        assert(other:delete(x))
+        assert.truthy(run_until(c, function() return done ~= nil end))
+        assert.same({ true }, done)
+        w:leave()
+    end)
+
     it("a keyed driver lists on a wake-up: with a key, entries may sort before ours", function()
         local KEYED = line.driver { marker = "lock-", rule = rules.first,
                                     key = function(e) return e.seq end }

@@ -560,6 +560,9 @@ function _M:enter(timeout)
                 return nil, res
             end
             names = res
+            if not names then
+                batch = nil    -- the batch's listing failed: ours, below, is not its
+            end
         end
         if not names then
             local err

@@ -69,14 +69,16 @@ function _M.view(b, d, names)
         b.views = views
     end
     local v = views[d]
-    if not v then
+    if not v or v.names ~= names then
         local entries = drivers.parse(d, b.parent, names)
         local index = {}
         for i = 1, #entries do
             index[entries[i].name] = i
         end
-        v = { entries = entries, index = index }
-        views[d] = v
+        v = { entries = entries, index = index, names = names }
+        if not views[d] then
+            views[d] = v    -- only the batch's own listing is shared
+        end
     end
     return v
 end

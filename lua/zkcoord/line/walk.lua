@@ -37,7 +37,7 @@
 -- The methods here are installed on zkcoord.line's position class.
 local errors = require "zkcoord.errors"
 
-local setmetatable, pairs = setmetatable, pairs
+local setmetatable, pairs, ipairs = setmetatable, pairs, ipairs
 local errname = errors.name
 
 local _M = {}
@@ -66,13 +66,32 @@ function _M.source(path)
 end
 
 
--- Does `theirs` (a scan's below set, true: any marker) take every marker
--- `mine` takes?
+-- Driver -> the markers its rule waits for below ours, as a set: the
+-- scan's `below`, or (true: any) every marker of the driver. Two drivers
+-- on one parent may know different markers (a lock's "lock-" and a rule
+-- of the user's over "lock-" and "x-"): "any" means any of its own.
+local BELOW = setmetatable({}, { __mode = "k" })
+
+local function below_of(d)
+    local set = BELOW[d]
+    if not set then
+        set = d.scan.below
+        if set == true then
+            set = {}
+            for _, p in ipairs(d.patterns) do
+                set[p.marker] = true
+            end
+        end
+        BELOW[d] = set
+    end
+    return set
+end
+
+
+-- Does `theirs` take every marker `mine` takes (sets of below_of)?
 local function covers(theirs, mine)
-    if theirs == true then
+    if theirs == mine then
         return true
-    elseif mine == true then
-        return false
     end
     for m in pairs(mine) do
         if not theirs[m] then
@@ -85,9 +104,9 @@ end
 
 -- Through now: remember at which node, for the waiter that watches it.
 function _M:_passed_here()
-    local scan = self.driver.scan
-    if scan then
-        self._passed, self._passed_below = self._node, scan.below
+    local d = self.driver
+    if d.scan then
+        self._passed, self._passed_below = self._node, below_of(d)
     end
     self._below = nil
 end
@@ -199,7 +218,7 @@ function _M:_walk(gone, from, deadline)
     if not kept then
         return nil
     end
-    local set = self.driver.scan.below
+    local set = below_of(self.driver)
     local n, whole, sources = #kept, not self._below_cut, {}
     if from and from:_passed_at(gone, set) then    -- same class
         n, whole = 0, true
