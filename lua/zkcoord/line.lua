@@ -694,13 +694,13 @@ function _M:_wait_for(entry, deadline, epoch)
         elseif box.type ~= "deleted" then
             return true
         else
-            local nxt, nev, nbox, nwake, nfrom = self:_walk(path, from, deadline)
+            local nxt, nfrom = self:_walk(path, from, deadline)
             if nxt == true then
                 return true, nil, nil, nil, true
             elseif not nxt then
                 return true
             end
-            path, ev, box, wake, from = nxt, nev, nbox, nwake, nfrom
+            path, from, ev = nxt, nfrom, nil    -- watch the one the walk found
         end
     end
 end

@@ -8,23 +8,26 @@
 -- the watched one goes, the next one to watch is among those the waiter
 -- saw below it, nearest first. The waiter keeps a few of them (KEEP: a
 -- waiter's memory stays small with thousands in line) and, when its entry
--- is deleted, asks about the ones it must still ask about, in one round
--- trip: an `exists` on our own node (deleted meanwhile by another client:
--- join again, as a listing would have shown) and one `get` with a watch
--- per such kept entry; it watches the nearest one still there, or is
--- through when none is.
+-- is reported deleted, reads in one round trip, without watches: our own
+-- node (deleted meanwhile by another client: join again, as a listing
+-- would have shown), the entry reported gone (an event is checked, not
+-- trusted: under a leader failover a chaos run saw a waiter woken with
+-- "deleted" for a node that was still there), and the kept entries it must
+-- still ask about; then it watches the nearest one still there (one watch
+-- per waiter, set by a get as before), or is through when none is.
 --   * When the entry that went was a position of this process that got
---     through with a rule whose `below` covers ours, nothing it could
---     wait for is left below it: no `get`. The waiter also watched its own
+--     through with a rule whose `below` covers ours and has since let
+--     that node go (its release: no event is needed to know it), nothing
+--     it could wait for is left below it. The waiter also watched its own
 --     node while it waited on such an entry (one `exists`, sent with its
 --     `get`); ZooKeeper tells a client of changes in their order, so if no
 --     delete of our node came before that entry's, our node was there
 --     then: through without any request (a line of coroutines or nginx
---     requests hands over from one to the next like this). After a
---     reconnection the two events may come in either order; ours coming
---     second is then like a node deleted just after we got through (on_lost
---     reports it when registered). A kept entry with that proof ends the
---     walk at it.
+--     requests hands over from one to the next like this); else the walk
+--     reads our own node only. After a reconnection the two events may
+--     come in either order; ours coming second is then like a node deleted
+--     just after we got through (on_lost reports it when registered). A
+--     kept entry with that proof ends the walk at it.
 --   * When more were below than it kept, it lists the line as before: one
 --     listing beats many reads.
 -- A rule with an `above` set (rwlock's writer: a downgraded reader that
@@ -113,9 +116,11 @@ end
 
 
 -- Did this position get through at node `path` with a rule whose below set
--- covers `set`? Then nothing `set` takes was below `path` then, nor since.
+-- covers `set`, and has it let that node go since? Then nothing `set`
+-- takes was below `path` then, nor since. (A position that still holds
+-- the node has not released it, whatever an event said.)
 function _M:_passed_at(path, set)
-    return self._passed == path and covers(self._passed_below, set)
+    return self._passed == path and self._node ~= path and covers(self._passed_below, set)
 end
 
 
@@ -209,19 +214,21 @@ function _M:_walk_end()
 end
 
 
---- The node we watched, `gone`, was deleted; `from` is the position of
---- this process that made it (or nil). Returns true (through), nil (list
---- the line), or the next path to watch with its watch already set: path,
---- event, box, wake, source.
+--- The node we watched, `gone`, was reported deleted; `from` is the
+--- position of this process that made it (or nil). Returns true (through),
+--- nil (list the line), or the next path to watch (its watch still to be
+--- set) and the position of this process that made it, if any. The walk
+--- reads without watches (exists), `gone` again among them: the one watch
+--- a waiter has is set by its caller on the entry the walk found.
 function _M:_walk(gone, from, deadline)
     local kept = self._below
     if not kept then
         return nil
     end
     local set = below_of(self.driver)
-    local n, whole, sources = #kept, not self._below_cut, {}
+    local n, whole, proved, sources = #kept, not self._below_cut, false, {}
     if from and from:_passed_at(gone, set) then    -- same class
-        n, whole = 0, true
+        n, whole, proved = 0, true, true
     else
         for i = 1, #kept do
             local src = LOCAL[kept[i]]
@@ -242,40 +249,40 @@ function _M:_walk(gone, from, deadline)
         local st = self._mine_state
         if st == "gone" then
             return nil    -- deleted while we waited: the listing shows it, enter() joins again
-        elseif st == "armed" and n == 0 then
+        elseif st == "armed" and proved then
             return self:_walk_end()    -- nothing to ask: the order of events told us
         end
     end
     local client = self.client
-    local ev, box = client:waiter():event(), {}
-    local wake = _M.typed_waker(ev, box)
     local mine = client:send("exists", self._node)
+    local again = not proved and client:send("exists", gone) or nil
     local fs = {}
     for i = 1, n do
-        fs[i] = client:send("get", kept[i], wake)
+        fs[i] = client:send("exists", kept[i])
     end
     local wait = self:_reply_wait(deadline)
-    local found, failed
+    local still, failed, found = false, false, nil
+    if again then
+        local st = again:wait(wait)
+        still, failed = st and true or false, st == nil
+    end
     for i = 1, n do
-        local data, err = fs[i]:wait(wait)
-        if data ~= nil then
-            if found then
-                client:remove_watches(kept[i], wake)   -- one watch per waiter
-            else
-                found = i
-            end
-        elseif err ~= "nonode" then
+        local st = fs[i]:wait(wait)
+        if st == nil then
             failed = true
+        elseif st and not found then
+            found = i
         end
     end
     local stat = mine:wait(wait)
     if failed or not stat then
         -- A connection loss, the deadline, or our node is gone: the listing
         -- (with its retries) decides.
-        client:remove_watches(nil, wake)
         return nil
     end
-    if not found then
+    if still then
+        return gone, from    -- the event was not its delete: watch it again
+    elseif not found then
         return self:_walk_end()
     end
     local rest = {}
@@ -283,7 +290,7 @@ function _M:_walk(gone, from, deadline)
         rest[#rest + 1] = kept[i]
     end
     self._below, self._below_cut = rest, false
-    return kept[found], ev, box, wake, sources[found]
+    return kept[found], sources[found]
 end
 
 
