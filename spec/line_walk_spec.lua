@@ -6,9 +6,11 @@
 local zk = require "helpers.zk"
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
--- What a waiter keeps below the entry it watches (zkcoord.line.walk).
+-- What a waiter keeps below the entry it watches, and the shortest line
+-- it walks without a proof (zkcoord.line.walk).
 local has_walk, walk = pcall(require, "zkcoord.line.walk")
 local KEEP = has_walk and walk.KEEP or 4
+local WALK_LINE = has_walk and walk.WALK_LINE or 32
 
 local ONE = line.driver { marker = "lock-", rule = rules.first }
 
@@ -98,6 +100,9 @@ describe("line walk #zk", function()
 
     it("walks down what it saw when its entry goes, a middle one deleted first", function()
         local n = foreign("/w", 3)    -- a, b, cc below our waiter
+        for i = 1, WALK_LINE do  -- a long line (other children count): walking pays
+            assert(other:create("/w/other-" .. i))
+        end
         local w, done = line.new(c, "/w", ONE), nil
         c:spawn(function() done = { w:enter(20) } end)
         assert.truthy(run_until(c, function() return w:node() ~= nil and settled(c)() end))
@@ -118,6 +123,9 @@ describe("line walk #zk", function()
     it("lists again when more were below than it kept, and still waits for the right one",
        function()
         local n = foreign("/k", KEEP + 2)
+        for i = 1, WALK_LINE do
+            assert(other:create("/k/other-" .. i))
+        end
         local top = #n
         local w, done = line.new(c, "/k", ONE), nil
         c:spawn(function() done = { w:enter(20) } end)

@@ -189,6 +189,7 @@ function _M.new(client, parent, driver, data)
         _wait_ev = nil,   -- the event enter() waits on (interrupt() sets it)
         _below = nil,     -- while waiting: paths below the watched entry (line.walk)
         _below_cut = false,   -- more were below than _below holds
+        _line_size = nil, -- children at the last listing (line.walk's WALK_LINE)
         _passed = nil,    -- the node at which we got through (line.walk's proof)
         _passed_below = nil,
         _mine = nil,      -- our node, while its watch (line.walk's _watch_mine) is ours
@@ -410,11 +411,11 @@ end
 -- gave it: nothing to check), the verdict, the armed watch, and for
 -- "judged" the entries and our index. A raising rule leaves no node behind.
 -- With a scan, what is below the verdict is kept for the walk (line.walk);
--- `b`, a join batch (line.join), gives the listing parsed once for all its
--- joins.
+-- `b`, a join batch (line.join) of more than one join, gives the listing
+-- parsed once for all of them; a join alone scans it in one pass.
 function _M:_decide(names, armed, b)
     local d = self.driver
-    if d.scan and b then
+    if d.scan and b and b.n > 1 then
         local v = join.view(b, d, names)
         local me = v.index[self._name]
         if not me then
@@ -427,6 +428,7 @@ function _M:_decide(names, armed, b)
             return "through"
         end
         self._below, self._below_cut = walk.keep_entries(v.entries, verdict, me, d.scan.below)
+        self._line_size = #names
         return "scanned", verdict, armed
     elseif d.scan then
         local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
@@ -437,7 +439,7 @@ function _M:_decide(names, armed, b)
             disarm(self, armed)
             return "through"
         end
-        self._below, self._below_cut = kept, cut
+        self._below, self._below_cut, self._line_size = kept, cut, #names
         return "scanned", verdict, armed
     end
     local entries = self:parse(names)

@@ -44,10 +44,11 @@ function _M.batch(client, parent)
     end
     local b = open[parent]
     if not b then
-        b = { client = client, parent = parent, f = nil, views = nil }
+        b = { client = client, parent = parent, f = nil, views = nil, n = 0 }
         open[parent] = b
         client:waiter():defer(flush, b)
     end
+    b.n = b.n + 1    -- joins in the batch (one alone reads the listing in one pass)
     return b
 end
 

@@ -48,6 +48,12 @@ local _M = {}
 --- How many entries below the watched one a waiter keeps.
 _M.KEEP = 4
 
+--- Without a proof (below), a waiter walks only a line that had more than
+--- this many children at its last listing: a short listing costs the
+--- server less than the walk's few reads (16 processes on one lock handed
+--- over 15-25 % slower walking than listing), a long one far more.
+_M.WALK_LINE = 32
+
 -- The most entries a walk over a shared listing passes over (others'
 -- markers) looking for ours to keep: the rest is cut.
 local SKIP = 64
@@ -227,20 +233,21 @@ function _M:_walk(gone, from, deadline)
     end
     local set = below_of(self.driver)
     local n, whole, proved, sources = #kept, not self._below_cut, false, {}
+    local short = (self._line_size or 0) <= _M.WALK_LINE
     if from and from:_passed_at(gone, set) then    -- same class
-        n, whole, proved = 0, true, true
+        n, whole, proved, short = 0, true, true, false
     else
         for i = 1, #kept do
             local src = LOCAL[kept[i]]
             sources[i] = src
             if src and src:_passed_at(kept[i], set) then    -- same class
-                n, whole = i, true    -- nothing below this one: what we kept is all
+                n, whole, short = i, true, false    -- nothing below this one: what we kept is all
                 break
             end
         end
     end
-    if not whole then
-        return nil    -- more were below than we kept: one listing beats many reads
+    if not whole or short then
+        return nil    -- more were below than we kept, or a short line: a listing is cheaper
     end
     if not self:_owns_node() then
         return nil    -- our node went with the session: enter() joins again
