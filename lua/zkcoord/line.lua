@@ -9,7 +9,8 @@
 --   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
 --      unless the driver says otherwise) and list <parent>'s children in
 --      the same round trip (one session runs its requests in order, so the
---      list already holds our node);
+--      list already holds our node); the joins of one client that run
+--      together share that listing (line/join.lua);
 --   2. sort the participants (children carrying one of the driver's
 --      markers; anything else under the parent is ignored) by sequence
 --      number (equal numbers, only hand-made names have them, by name), or
@@ -21,10 +22,13 @@
 --      Steps 2 and 3 are one pass over the names, with no table per name
 --      and no sort, when the rule is rules.first, none_below or
 --      first_none_above and the driver has no key (the same verdict:
---      zkcoord.line.rules' scans): every wake-up lists the whole line;
+--      zkcoord.line.rules' scans);
 --   4. watch that node with get() (a watch on a missing node is never set,
 --      so none leaks, Curator's choice), or list the line again with a
 --      watch and ask the rule about that very listing; wait, go back to 2.
+--      With a scan, a waiter whose node goes walks down the entries it saw
+--      below it instead of listing again (line/walk.lua): a handoff sends
+--      no listing.
 --
 -- The driver (Curator's LockInternalsDriver) is everything a recipe says
 -- about its line, a table checked once by line.driver{...}:
@@ -69,7 +73,8 @@
 --
 -- Files: this one (positions, enter and its waits), line/driver.lua
 -- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
--- line/node.lua (our own node). zkcoord.queue is an alias of this module.
+-- line/node.lua (our own node), line/walk.lua (a waiter's way down what it
+-- saw), line/join.lua (joins sharing a listing). zkcoord.queue is an alias of this module.
 -- An argument error raised inside a rule (a rule maker passed uncalled)
 -- climbs through enter() and _decide(); util.raise passes over the frames
 -- of every library file, line/*.lua included (util.SUBDIRS), so it blames
@@ -79,6 +84,8 @@ local client_mod = require "zkcoord.client"
 local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
+local walk = require "zkcoord.line.walk"
+local join = require "zkcoord.line.join"
 
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
@@ -93,9 +100,11 @@ local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-for name, fn in pairs(node) do
-    if type(fn) == "function" and name:sub(1, 1) == "_" then
-        _M[name] = fn
+for _, part in ipairs({ node, walk }) do
+    for name, fn in pairs(part) do
+        if type(fn) == "function" and name:sub(1, 1) == "_" then
+            _M[name] = fn
+        end
     end
 end
 
@@ -178,6 +187,13 @@ function _M.new(client, parent, driver, data)
         _lost_fns = {},
         _epoch = 0,       -- bumped by interrupt(): an enter() running meanwhile stops
         _wait_ev = nil,   -- the event enter() waits on (interrupt() sets it)
+        _below = nil,     -- while waiting: paths below the watched entry (line.walk)
+        _below_cut = false,   -- more were below than _below holds
+        _line_size = nil, -- children at the last listing (line.walk's WALK_LINE)
+        _passed = nil,    -- the node at which we got through (line.walk's proof)
+        _passed_below = nil,
+        _mine = nil,      -- our node, while its watch (line.walk's _watch_mine) is ours
+        _mine_state = nil,    -- "asked", "armed", "gone" or "off"
     }, mt)
 end
 
@@ -397,10 +413,28 @@ end
 -- verdict still to be checked) or "scanned" (the driver's one-pass scan
 -- gave it: nothing to check), the verdict, the armed watch, and for
 -- "judged" the entries and our index. A raising rule leaves no node behind.
-function _M:_decide(names, armed)
+-- With a scan, what is below the verdict is kept for the walk (line.walk);
+-- `b`, a join batch (line.join) of more than one join, gives the listing
+-- parsed once for all of them; a join alone scans it in one pass.
+function _M:_decide(names, armed, b)
     local d = self.driver
-    if d.scan then
-        local verdict = drivers.scan(d, self.path, names, self._name)
+    if d.scan and b and b.n > 1 then
+        local v = join.view(b, d, names)
+        local me = v.index[self._name]
+        if not me then
+            self:_forget()
+            return "again", nil, armed
+        end
+        local verdict = self.rule(v.entries, me, self)    -- a built-in: reads only
+        if verdict == true then
+            disarm(self, armed)
+            return "through"
+        end
+        self._below, self._below_cut = walk.keep_entries(v.entries, verdict, me, d.scan.below)
+        self._line_size = #names
+        return "scanned", verdict, armed
+    elseif d.scan then
+        local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
         if verdict == nil then
             self:_forget()
             return "again", nil, armed
@@ -408,6 +442,7 @@ function _M:_decide(names, armed)
             disarm(self, armed)
             return "through"
         end
+        self._below, self._below_cut, self._line_size = kept, cut, #names
         return "scanned", verdict, armed
     end
     local entries = self:parse(names)
@@ -432,7 +467,8 @@ end
 
 
 -- Waits as the rule's verdict says. Returns true, nil, the next listing
--- (or nil) and the armed line watch, or nil, err.
+-- (or nil), the armed line watch and true when the walk found us through
+-- (line.walk), or nil, err.
 function _M:_wait_verdict(verdict, armed, deadline, epoch)
     if remaining(deadline) == 0 then
         disarm(self, armed)
@@ -502,7 +538,7 @@ function _M:enter(timeout)
             return nil, down    -- try once: no round trip can go out now
         end
     end
-    local names, joined, armed   -- armed: { ev =, wake = } while a line watch is set
+    local names, joined, armed, batch   -- armed: { ev =, wake = } while a line watch is set
     local epoch = self._epoch
     while true do
         if self._epoch ~= epoch then
@@ -522,12 +558,16 @@ function _M:enter(timeout)
                 return nil, "timeout"
             end
             joined = true
-            local ok, res = self:_create(deadline)
+            local ok, res
+            ok, res, batch = self:_create(deadline)
             if not ok then
                 disarm(self, armed)
                 return nil, res
             end
             names = res
+            if not names then
+                batch = nil    -- the batch's listing failed: ours, below, is not its
+            end
         end
         if not names then
             local err
@@ -542,14 +582,10 @@ function _M:enter(timeout)
         end
         if names and self._epoch == epoch then
             local how, verdict, entries, me
-            how, verdict, armed, entries, me = self:_decide(names, armed)
-            names = nil
+            how, verdict, armed, entries, me = self:_decide(names, armed, batch)
+            names, batch = nil, nil
             if how == "through" then
-                self._through = true
-                if #self._lost_fns > 0 then
-                    self:_watch_own()
-                end
-                return true
+                return self:_pass()
             elseif how ~= "again" then
                 if how == "judged" then
                     rules.check_verdict(self, verdict, entries, me)
@@ -558,15 +594,29 @@ function _M:enter(timeout)
                 -- waiters that is N listings of N entries (10,000 requests
                 -- waiting in one nginx worker ran it out of memory).
                 entries, me = nil, nil    -- luacheck: ignore 311
-                local ok, err
-                ok, err, names, armed = self:_wait_verdict(verdict, armed, deadline, epoch)
+                local ok, err, through
+                ok, err, names, armed, through = self:_wait_verdict(verdict, armed, deadline,
+                                                                    epoch)
                 if not ok then
                     self:leave()
                     return nil, err
+                elseif through then
+                    return self:_pass()
                 end
             end
         end
     end
+end
+
+
+-- Through: what enter() returns, and what the holder's watches need.
+function _M:_pass()
+    self._through = true
+    self:_passed_here()
+    if #self._lost_fns > 0 then
+        self:_watch_own()
+    end
+    return true
 end
 
 
@@ -604,34 +654,60 @@ function _M:_wait_line(armed, deadline, epoch)
 end
 
 
--- Waits until `entry` changes or goes. Returns true to re-check the line.
+-- Waits until `entry` changes or goes. Returns true to re-check the line
+-- (list it), or true, nil, nil, nil, true when the walk down what we kept
+-- found us through (line.walk). A data change (revocation's request)
+-- watches the same entry again; a delete walks down to the next one.
 function _M:_wait_for(entry, deadline, epoch)
     local client = self.client
-    local ev = client:waiter():event()
-    local wake = waker(ev)
-    local data, err = util.retry(client, deadline, self:_policy(), read_entry, self, deadline,
-                                 entry.path, wake)
-    if data == true then
-        return true    -- our node went with the session: join again
-    elseif data == nil then
-        if err == "nonode" then
-            return true
+    local path = entry.path
+    local from = walk.source(path)    -- kept alive: its proof is read when it goes
+    local ev, box, wake
+    while true do
+        if not ev then
+            ev, box = client:waiter():event(), {}
+            wake = walk.typed_waker(ev, box)
+            if from and self._below and self:_owns_node() then
+                self:_watch_mine()    -- its delete may let us through without a request
+            end
+            local data, err = util.retry(client, deadline, self:_policy(), read_entry, self,
+                                         deadline, path, wake)
+            if data == true then
+                return true    -- our node went with the session: join again
+            elseif data == nil then
+                client:remove_watches(path, wake)   -- a reply after our wait ran out may set it
+                if err ~= "nonode" then
+                    return nil, err
+                end
+                box.type = "deleted"
+                ev:set()
+            end
         end
-        client:remove_watches(entry.path, wake)   -- a reply after our wait ran out may set it
-        return nil, err
+        wait_event(self, ev, deadline, epoch)
+        if self._epoch ~= epoch then
+            client:remove_watches(path, wake)
+            return true     -- left meanwhile: enter() stops
+        elseif not ev.is_set then
+            client:remove_watches(path, wake)
+            if client:is_closed() then
+                return nil, "closed"
+            end
+            return nil, "timeout"
+        end
+        if box.type == "changed" then
+            ev = nil    -- watch it again
+        elseif box.type ~= "deleted" then
+            return true
+        else
+            local nxt, nfrom = self:_walk(path, from, deadline)
+            if nxt == true then
+                return true, nil, nil, nil, true
+            elseif not nxt then
+                return true
+            end
+            path, from, ev = nxt, nfrom, nil    -- watch the one the walk found
+        end
     end
-    wait_event(self, ev, deadline, epoch)
-    if self._epoch ~= epoch then
-        client:remove_watches(entry.path, wake)
-        return true     -- left meanwhile: enter() stops
-    elseif ev.is_set then
-        return true
-    end
-    client:remove_watches(entry.path, wake)
-    if client:is_closed() then
-        return nil, "closed"
-    end
-    return nil, "timeout"
 end
 
 

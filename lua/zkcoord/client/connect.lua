@@ -46,6 +46,7 @@ local function new_client(c, q)
         _serial = 0,
         _state = "connecting",
         _pending = {},            -- request id -> pending record (future.new_entry)
+        _sent = {},               -- operation -> requests submitted (stats().requests)
         _watches = {},            -- request id -> { fn =, path =, kind =, arg = }
         _listeners = {},          -- on_state functions, in order
         _state_events = {},       -- events set on every state change

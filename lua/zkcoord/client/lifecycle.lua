@@ -245,13 +245,17 @@ end
 --- What the client holds now, for leak checks and monitoring: `pending`
 --- (requests waiting for a reply), `watches`, `listeners` (on_state),
 --- `callbacks` (queued to run), `serial` (the current session's number), `state`,
---- `handshakes_dropped` (attempts the handshake watchdog made again, this session).
+--- `handshakes_dropped` (attempts the handshake watchdog made again, this session),
+--- `requests` (operation name -> requests sent over the client's life: what a
+--- recipe costs the server, e.g. `requests.children`, the listings).
 function _M:stats()
     check_self(self, "stats")
     local np, nw = 0, 0
     for _ in pairs(self._pending) do np = np + 1 end
     for _ in pairs(self._watches) do nw = nw + 1 end
-    return { pending = np, watches = nw, listeners = #self._listeners,
+    local sent = {}
+    for op, n in pairs(self._sent) do sent[op] = n end
+    return { pending = np, watches = nw, listeners = #self._listeners, requests = sent,
              callbacks = self._pump:queued_callbacks(),
              serial = self._serial, state = self._state,
              -- connection attempts the handshake watchdog dropped (this session's handle)

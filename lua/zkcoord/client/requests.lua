@@ -54,6 +54,8 @@ function _M:_request(finish, method, path, ...)
     local p = new_entry(id, self._serial)
     p.op, p.path, p.sent = method, path, now()
     self._pending[id] = p
+    local sent = self._sent
+    sent[method] = (sent[method] or 0) + 1
     return new_future(self, p, finish)
 end
 

@@ -341,13 +341,47 @@ local function classify(name, pats)
 end
 
 
+-- Puts (seq, name, marker) in the `n` nearest entries below ours kept in
+-- `b` (b.seq[i], b.name[i], b.marker[i], nearest first, at most b.k):
+-- the scan's candidates, without a table per name. Returns the new count;
+-- b.cut is set when an entry below did not fit.
+local function keep_below(b, n, seq, name, marker)
+    local bs, bn, bm, k = b.seq, b.name, b.marker, b.k
+    if n == k then
+        local ls, ln = bs[n], bn[n]
+        if seq < ls or (seq == ls and name < ln) then
+            b.cut = true
+            return n
+        end
+        b.cut = true    -- the last one falls out
+    else
+        n = n + 1
+    end
+    local i = n
+    while i > 1 do
+        local ps, pn = bs[i - 1], bn[i - 1]
+        if seq < ps or (seq == ps and name < pn) then
+            break
+        end
+        bs[i], bn[i], bm[i] = ps, pn, bm[i - 1]
+        i = i - 1
+    end
+    bs[i], bn[i], bm[i] = seq, name, marker
+    return n
+end
+
+
 --- The verdict of driver `d`'s rule on listing `names` of `parent` for our
 --- node `mine`, in one pass (only for a driver with a scan, see freeze):
 --- true (through), the entry to watch (a table like parse's), or nil when
 --- our node is not in the line. The order is parse's, (seq, name): the
 --- entry below ours nearest to it whose marker the scan's `below` takes
 --- (true: any); else the lowest above ours whose marker is in `above`.
-function _M.scan(d, parent, names, mine)
+--- With `keep` (a number k >= 0) and a verdict below ours, also the next k
+--- such entries below the verdict, nearest first, as names (a waiter walks
+--- down them when the one it watches goes: zkcoord.line.walk), and true
+--- when there were more than those.
+function _M.scan(d, parent, names, mine, keep)
     local pats, how = d.patterns, d.scan
     local my = mine and classify(mine, pats)
     if not my then
@@ -355,7 +389,8 @@ function _M.scan(d, parent, names, mine)
     end
     local below, above = how.below, how.above
     local found = false
-    local bname, bseq, bmark = nil, nil, nil
+    local b = { seq = {}, name = {}, marker = {}, k = (keep or 0) + 1, cut = false }
+    local nb = 0
     local aname, aseq, amark = nil, nil, nil
     for i = 1, #names do
         local name = names[i]
@@ -364,9 +399,8 @@ function _M.scan(d, parent, names, mine)
         else
             local seq, marker = classify(name, pats)    -- nil: not a participant
             if seq and (seq < my or (seq == my and name < mine)) then
-                if (below == true or below[marker])
-                   and (not bname or seq > bseq or (seq == bseq and name > bname)) then
-                    bname, bseq, bmark = name, seq, marker
+                if below == true or below[marker] then
+                    nb = keep_below(b, nb, seq, name, marker)
                 end
             elseif seq and above and above[marker]
                    and (not aseq or seq < aseq or (seq == aseq and name < aname)) then
@@ -377,14 +411,23 @@ function _M.scan(d, parent, names, mine)
     if not found then
         return nil
     end
-    if not bname then
+    local base = parent == "/" and "" or parent
+    if nb == 0 then
         if not aname then
             return true
         end
-        bname, bseq, bmark = aname, aseq, amark
+        return { name = aname, path = base .. "/" .. aname, seq = aseq, marker = amark }
     end
-    return { name = bname, path = (parent == "/" and "" or parent) .. "/" .. bname, seq = bseq,
-             marker = bmark }
+    local verdict = { name = b.name[1], path = base .. "/" .. b.name[1], seq = b.seq[1],
+                      marker = b.marker[1] }
+    if not keep then
+        return verdict
+    end
+    local kept = {}
+    for i = 2, nb do
+        kept[i - 1] = base .. "/" .. b.name[i]
+    end
+    return verdict, kept, b.cut
 end
 
 

@@ -17,6 +17,8 @@
 local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
 local util = require "zkcoord.util"
+local join = require "zkcoord.line.join"
+local walk = require "zkcoord.line.walk"
 
 local errname, unknown_outcome = errors.name, errors.unknown_outcome
 local remaining = util.remaining
@@ -312,6 +314,7 @@ function _M:_adopt(node, stat)
     self._node, self._stat, self._serial = node, stat, self.client:serial()
     self._name = match(node, ".*/(.*)")    -- anchored: one pass, not one per position
     self:_register(node)
+    walk.register(node, self)
 end
 
 
@@ -355,13 +358,21 @@ end
 -- After a reply that leaves the outcome unknown, finds the node once
 -- connected and adopts it if it was made; else the error, with a new
 -- prefix in `try` for the next create. Returns true, the listing (nil when
--- it failed), or nil, err ("nonode": the parent is missing).
+-- it failed) and the join batch it came from (zkcoord.line.join; nil for a
+-- listing of our own), or nil, err ("nonode": the parent is missing).
+-- A try-once sends its own listing right behind its create: it waits for
+-- nobody.
 local function create_once(self, deadline, try)
     local client, d = self.client, self.driver
     local base = self.path == "/" and "" or self.path
     local prefix = try.prefix
     local fc = client:send("create", base .. "/" .. prefix .. d.marker, self.data, d.create_flags)
-    local fl = client:send("children", self.path)
+    local fl, b
+    if self._try then
+        fl = client:send("children", self.path)
+    else
+        b = join.batch(client, self.path)
+    end
     local serial = client:serial()
     -- A reply that arrives after we gave up: delete what it created, or
     -- what it may have created when the reply was lost.
@@ -371,9 +382,14 @@ local function create_once(self, deadline, try)
         -- Ours before the next wait: a caller that never comes back from it
         -- (an aborted nginx request) still has its node deleted.
         self:_adopt(node, stat)
-        return true, self:_reply(fl, deadline)
+        if b then
+            return true, (join.names(b, self:_reply_wait(deadline))), b
+        end
+        return true, (self:_reply(fl, deadline))
     end
-    self:_reply(fl, deadline)
+    if fl then
+        self:_reply(fl, deadline)
+    end
     local err = stat
     if client:is_closed() and err ~= "nonode" then
         return nil, "closed"
@@ -392,18 +408,19 @@ end
 
 
 --- Step 1 of enter(): create our node, listing the parent in the same
---- round trip. Returns true, the listing (nil when it failed), or nil, err.
+--- round trip. Returns true, the listing (nil when it failed) and its join
+--- batch (or nil), or nil, err.
 --- A create is tried again after a connection loss or expiry (until the
 --- deadline), and after creating the parents when they were missing (a
 --- container parent may go between our two requests: MAX_RACES rounds).
 function _M:_create(deadline)
     local try = { prefix = "_c_" .. uuid() .. "-" }
-    local ok, res
+    local ok, res, b
     for _ = 1, util.MAX_RACES do
-        ok, res = util.retry(self.client, deadline, self:_policy(), create_once, self,
-                             deadline, try)
+        ok, res, b = util.retry(self.client, deadline, self:_policy(), create_once, self,
+                                deadline, try)
         if ok or res ~= "nonode" then
-            return ok, res
+            return ok, res, b
         end
         local pok, perr = self:_create_parents()
         if not pok and perr ~= "nonode" then

@@ -16,8 +16,10 @@
 -- Scans: a rule whose verdict is "the nearest entry below ours with one of
 -- some markers, else the lowest above ours with one of some markers, else
 -- through" can be answered by one pass over the names, without a table
--- per name and a sort (every wake-up of a waiter lists the whole line:
--- docs/PERFORMANCE.md). Such a rule is registered here with `scan_of`'s
+-- per name and a sort (a join reads the whole line: docs/PERFORMANCE.md),
+-- and, since no entry can appear below ours, a waiter walks down what it
+-- saw below it when its entry goes, without listing (zkcoord.line.walk).
+-- Such a rule is registered here with `scan_of`'s
 -- description; line.driver{} looks it up once, and the engine then never
 -- calls the rule (zkcoord.line.driver's scan gives its verdict).
 local client_mod = require "zkcoord.client"
