@@ -145,7 +145,7 @@ M.counter = {
 M.watch = { cancel = op(none), is_active = op(none) }
 M.election = { campaign = op(timeout_arg()), resign = op(none), is_leader = op(none),
                leader = op(none, { nil_ok = true }), participants = op(none),
-               on_elected = op(fn_arg), on_revoked = op(fn_arg) }
+               on_elected = op(fn_arg), on_lost = op(fn_arg) }
 M.semaphore = { acquire = op(timeout_arg(), { yields = "lease" }), leases = op(none),
                 participants = op(none) }
 M.lease = { release = op(none), held = op(none), node = op(none, { nil_ok = true }),
