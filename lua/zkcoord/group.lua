@@ -1,6 +1,6 @@
 --- zkcoord.group: group membership (Curator's GroupMember, kazoo's Party).
 --
---   local g = client:group("/services/api", "host-a", "10.0.0.5:8080")
+--   local g = client:group("/services/api", { id = "host-a", data = "10.0.0.5:8080" })
 --   assert(g:join(5))
 --   g:on_change(function(members) ... end)    -- id -> data, now and on every change
 --   g:members()                               -- id -> data
@@ -24,9 +24,12 @@
 -- goes by itself: join() answers "nodeexists" at once rather than waiting
 -- for it (kazoo's Party names its nodes with a uuid and so never meets
 -- one; adopting it would list us as a member after we died).
+--
+-- Deprecated, kept for one release: the positional client:group(path, id,
+-- data) (a warning logged once per process, util.deprecated).
 local util = require "zkcoord.util"
 
-local type, ipairs, tostring, setmetatable = type, ipairs, tostring, setmetatable
+local type, ipairs, tostring, setmetatable, select = type, ipairs, tostring, setmetatable, select
 local find, sort = string.find, table.sort
 local argerror = util.argerror
 
@@ -35,15 +38,39 @@ local mt = { __index = _M }
 local check_self = util.self_checker(mt, "group", "g")
 
 
---- client:group(path, id, data) -> g (no server state until join()).
-function _M.new(client, path, id, data)
+local OPT_KEYS = { "id", "data" }
+
+
+---@class zkcoord.group_opts
+---@field id string? our member id, the name of our node (default "<hostname>:<pid>")
+---@field data string? our member node's data
+
+--- client:group(path, opts) -> g (no server state until join()). The
+--- deprecated form client:group(path, id, data) still works (a warning
+--- logged once).
+---@param client table
+---@param path string
+---@param opts zkcoord.group_opts?
+function _M.new(client, path, opts, ...)
     client.check_path(path, "group", 1)
+    local id, data, positional
+    -- group(path, nil, data): the old form with a missing id (raises below)
+    if type(opts) == "table" or opts == nil and select("#", ...) == 0 then
+        opts = util.check_opts(opts, OPT_KEYS, "group", 2)
+        id, data = opts.id or util.default_id(), opts.data
+    else
+        id, data, positional = opts, ..., true
+    end
     if type(id) ~= "string" or id == "" or find(id, "[/%c]") or id == "." or id == ".." then
         argerror(2, "group", "id must be a non-empty string without '/' or control characters, got "
                  .. (type(id) == "string" and ("%q"):format(id) or type(id)))
     end
     if data ~= nil and type(data) ~= "string" then
-        argerror(3, "group", "data must be a string or nil, got " .. type(data))
+        argerror(positional and 3 or 2, "group", "data must be a string or nil, got " .. type(data))
+    end
+    if positional then
+        util.deprecated(client, "client:group(path, id, data)",
+                        "client:group(path, { id =, data = })")
     end
     return setmetatable({
         client = client,
