@@ -6,6 +6,7 @@ local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local event_log = require "helpers.events"
 local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
 -- A contender process. args: path, name, mode ("rounds" | "hold"), rounds.
 -- Writes "<event> <monotonic time>" lines to stdout (its own log file).
@@ -310,6 +311,8 @@ describe("election #zk", function()
         local a = c:election("/e", { id = "a" })
         local b = other:election("/e", { id = "b", rejoin = false })
         assert.same({ nil, "notleader" }, { a:token() })
+        -- a stable code of errors.lua (it was not one: the fuzzer's bad_code)
+        assert.is_string(errors.own.notleader)
         assert.is_nil(a:node())
         assert.is_true(a:campaign(5))
         local node = a:node()
