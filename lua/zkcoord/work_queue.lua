@@ -370,6 +370,7 @@ function _M:_claim(e, deadline)
     local fc = client:send("create", claim, self.id, { ephemeral = true })
     local fg = client:send("get", path)
     local created, cerr = fc:wait(remaining(deadline))
+    local cstat = created and cerr     -- a create answers path, stat
     if not created and cerr == "timeout" then
         -- We stop waiting; a claim its late reply made is not wanted.
         fc:on_done(function(made, err)
@@ -401,6 +402,7 @@ function _M:_claim(e, deadline)
         elseif not (st and st.ephemeral_owner == sid) then
             return false
         end
+        cstat = st
         data, stat = client:get(path)    -- ours: the create did happen
     elseif not created then
         if cerr == "nodeexists" then
@@ -434,6 +436,7 @@ function _M:_claim(e, deadline)
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
         stat = stat, _sid = sid,
+        _czxid = cstat.czxid,    -- token(): our claim's
     }, item_mt)
     watch_claim(item)
     return item
@@ -836,6 +839,19 @@ function Item:release()
         return nil, why
     end
     return drop_claim(self, { { op = "delete", path = self.claim } })
+end
+
+
+--- The fencing token of our hold on the item: our claim node's czxid (as
+--- lock:token()), while held; another consumer's later claim of the item
+--- has a higher one.
+---@return number|nil token, string? err "notheld" (acked, given back or lost)
+function Item:token()
+    check_item(self, "token")
+    if not claimed(self) then
+        return nil, "notheld"
+    end
+    return self._czxid
 end
 
 
