@@ -260,7 +260,7 @@ function _M:acquire(timeout)
         if not ok then
             return nil, err
         end
-        h.granted = now()
+        h.held_since = now()    -- metrics (cohort.listen sets h.granted: its own flag)
         -- a grant with no write of ours is a local handoff (cohort.lua numbers them)
         self._metrics:cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
         self._holds[owner] = h
@@ -280,7 +280,7 @@ function _M:acquire(timeout)
     if not ok then
         return nil, err
     end
-    h.granted = now()
+    h.held_since = now()
     self._holds[owner] = h
     if #self._revoke_fns > 0 then
         h.revoke_watched = true
@@ -317,7 +317,7 @@ function _M:release()
         return true
     end
     self._holds[owner] = nil
-    self._metrics:lock_hold(self.path, now() - h.granted)
+    self._metrics:lock_hold(self.path, now() - h.held_since)
     if h.cohort then
         cohort.release(h)    -- to the next local owner, or the node goes
     else
