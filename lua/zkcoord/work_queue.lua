@@ -329,9 +329,22 @@ end
 -- (the path may hold another consumer's claim by now).
 local function claim_gone(self)
     if self.claim and not self._writing and not self._unsure then
+        -- given back by the client's registry (nginx: its request ended), as
+        -- a lock is released then: no loss to tell
+        local given_back = self._held:node() == nil
         self._deleted = true
         self._held:forget()
-        tell_lost(self, "deleted")
+        if not given_back then
+            tell_lost(self, "deleted")
+        end
+    end
+end
+
+
+-- The claim went with our session (unless the registry gave it back before).
+local function session_ended(self)
+    if self._held:node() ~= nil then
+        tell_lost(self, "sessionexpired")
     end
 end
 
@@ -351,14 +364,14 @@ local function claim_watch_fired(ev, self)
         watch_claim(self)     -- re-arm
     elseif ev.type == "session" then
         -- the claim went with the session; claimed() sees the new id
-        tell_lost(self, "sessionexpired")
+        session_ended(self)
     end
 end
 
 
 -- The session ended while no watch of ours was set (after a connection loss).
 local function session_gone(self)
-    return function() tell_lost(self, "sessionexpired") end
+    return function() session_ended(self) end
 end
 
 
@@ -382,7 +395,7 @@ watch_claim = function(self)
     if self.claim == nil then
         return
     elseif client:session_id() ~= self._sid then
-        return tell_lost(self, "sessionexpired")
+        return session_ended(self)
     end
     local f = client:send("exists", self.claim, claim_watch_fired, self)
     if not f:on_late(claim_watch_reply, self) then
