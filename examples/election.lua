@@ -27,7 +27,7 @@ end
 local client = connect()
 local e = client:election(path, { id = id })      -- id defaults to hostname:pid
 e:on_elected(function() print(e.id .. ": elected") end)
-e:on_revoked(function(reason) print(e.id .. ": no longer leader (" .. reason .. ")") end)
+e:on_lost(function(reason) print(e.id .. ": no longer leader (" .. reason .. ")") end)
 
 if id then
     -- One of several processes: wait for our turn (at most 15 s), lead, step down.

@@ -11,7 +11,7 @@ local path = "/zkcoord-demo/group-" .. os.time()
 local a = assert(zkcoord.connect { servers = servers })
 local b = assert(zkcoord.connect { servers = servers })
 
-local ga = a:group(path, "api-1", "10.0.0.5:8080")
+local ga = a:group(path, { id = "api-1", data = "10.0.0.5:8080" })
 assert(ga:join(5))
 local last
 assert(ga:on_change(function(members)                -- id -> data
@@ -22,7 +22,7 @@ assert(ga:on_change(function(members)                -- id -> data
     print("api-1 sees: " .. last)
 end))
 
-local gb = b:group(path, "api-2", "10.0.0.6:8080")
+local gb = b:group(path, { id = "api-2", data = "10.0.0.6:8080" })
 assert(gb:join(5))
 local deadline = zkcoord.now() + 5
 while last ~= "api-1=10.0.0.5:8080 api-2=10.0.0.6:8080" and zkcoord.now() < deadline do

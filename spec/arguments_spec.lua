@@ -480,7 +480,7 @@ describe("argument checks #zk", function()
                 { "wait", 1, function(t) return c:barrier("/b"):wait(t) end },
                 { "enter", 1, function(t) return c:double_barrier("/db", 1):enter(t) end },
                 { "leave", 1, function(t) return c:double_barrier("/db2", 1):leave(t) end },
-                { "join", 1, function(t) return c:group("/g", "me"):join(t) end },
+                { "join", 1, function(t) return c:group("/g", { id = "me" }):join(t) end },
                 { "take", 1, function(t) return c:work_queue("/wq"):take(t) end },
                 { "put", 2, function(t) return c:work_queue("/wq"):put("x", { timeout = t }) end },
                 { "enter", 1, function(t) return queue.new(c, "/q", line):enter(t) end },

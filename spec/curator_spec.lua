@@ -98,7 +98,7 @@ for _ = 1, rounds do
         e:resign()
         say("released")
     elseif mode == "group" then
-        local g = c:group(path, name, "data-" .. name)
+        local g = c:group(path, { id = name, data = "data-" .. name })
         assert(g:join(5))
         local seen, until_t = {}, c:waiter():now() + hold
         while c:waiter():now() < until_t do

@@ -5,6 +5,8 @@
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local event_log = require "helpers.events"
+local util = require "zkcoord.util"
+local errors = require "zkcoord.errors"
 
 -- A contender process. args: path, name, mode ("rounds" | "hold"), rounds.
 -- Writes "<event> <monotonic time>" lines to stdout (its own log file).
@@ -108,11 +110,11 @@ describe("election #zk", function()
         assert.is_true(e:is_leader())
     end)
 
-    it("hands over on resign, and resign fires on_revoked", function()
+    it("hands over on resign, and resign fires on_lost", function()
         local a = c:election("/e", { id = "a" })
         local b = other:election("/e", { id = "b" })
         local revoked
-        a:on_revoked(function(reason) revoked = reason end)
+        a:on_lost(function(reason) revoked = reason end)
         assert.is_true(a:campaign(5))
         a:resign()
         assert.equal("resigned", revoked)
@@ -131,7 +133,7 @@ describe("election #zk", function()
     it("rejoin = false: session expiry revokes leadership; campaign again rejoins", function()
         local a = c:election("/e", { id = "a", rejoin = false })
         local reasons = {}
-        a:on_revoked(function(reason) reasons[#reasons + 1] = reason end)
+        a:on_lost(function(reason) reasons[#reasons + 1] = reason end)
         assert.is_true(a:campaign(5))
         assert.truthy(zk.expire_session(c))
         assert.truthy(zk.wait_until(function() return #reasons > 0 end, 10, c))
@@ -149,7 +151,7 @@ describe("election #zk", function()
     it("a deleted leader node revokes leadership with 'deleted'", function()
         local a = c:election("/e", { id = "a", rejoin = false })
         local revoked
-        a:on_revoked(function(reason) revoked = reason end)
+        a:on_lost(function(reason) revoked = reason end)
         assert.is_true(a:campaign(5))
         local names = other:children("/e")
         other:delete("/e/" .. names[1])
@@ -162,7 +164,7 @@ describe("election #zk", function()
         local a = c:election("/e", { id = "a" })
         local events = {}
         a:on_elected(function() events[#events + 1] = "elected" end)
-        a:on_revoked(function(reason) events[#events + 1] = reason end)
+        a:on_lost(function(reason) events[#events + 1] = reason end)
         assert.is_true(a:campaign(5))
         local sid, node = c:session_id(), a:node()
         assert.truthy(zk.expire_session(c))
@@ -194,7 +196,7 @@ describe("election #zk", function()
     it("a leader whose node someone deleted rejoins (Curator's LeaderLatch resets)", function()
         local a = c:election("/e", { id = "a" })
         local revoked
-        a:on_revoked(function(reason) revoked = reason end)
+        a:on_lost(function(reason) revoked = reason end)
         assert.is_true(a:campaign(5))
         local node = a:node()
         assert.truthy(other:delete(node))
@@ -259,7 +261,7 @@ describe("election #zk", function()
         assert.same({ nil, "lost" }, { a:run(function()
             n = n + 1
             assert.truthy(zk.expire_session(c))
-        end, { timeout = 10 }) })
+        end, 10) })
         assert.equal(1, n)
         assert.is_false(a:is_rejoining())
         assert.has_error(function() c:election("/e", { rejoin = "no" }) end,
@@ -309,6 +311,8 @@ describe("election #zk", function()
         local a = c:election("/e", { id = "a" })
         local b = other:election("/e", { id = "b", rejoin = false })
         assert.same({ nil, "notleader" }, { a:token() })
+        -- a stable code of errors.lua (it was not one: the fuzzer's bad_code)
+        assert.is_string(errors.own.notleader)
         assert.is_nil(a:node())
         assert.is_true(a:campaign(5))
         local node = a:node()
@@ -343,7 +347,7 @@ describe("election #zk", function()
         assert.is_true(b:campaign(5))
         b:resign()
         -- an error in fn: resigned, then raised with its traceback
-        local ok, err = pcall(a.run, a, function() error("leader failed") end, { timeout = 5 })
+        local ok, err = pcall(a.run, a, function() error("leader failed") end, 5)
         assert.is_false(ok)
         assert.truthy(tostring(err):find("leader failed", 1, true))
         assert.truthy(tostring(err):find("stack traceback", 1, true))
@@ -351,12 +355,12 @@ describe("election #zk", function()
         assert.is_true(b:campaign(5))
         -- a campaign that fails ends run: fn never runs
         local called = false
-        assert.same({ nil, "timeout" }, { a:run(function() called = true end, { timeout = 0.2 }) })
+        assert.same({ nil, "timeout" }, { a:run(function() called = true end, 0.2) })
         assert.is_false(called)
     end)
 
     it("run with requeue campaigns again after each round, with a new node", function()
-        local a = c:election("/e", { id = "a" })
+        local a = c:election("/e", { id = "a", requeue = 2 })
         local nodes, tokens = {}, {}
         local last = a:run(function()
             assert.is_true(a:is_leader())
@@ -365,7 +369,7 @@ describe("election #zk", function()
             -- the previous round's node is gone: only ours is in the line
             assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
             return #nodes
-        end, { requeue = 2, timeout = 10 })
+        end, 10)
         assert.equal(3, last)
         assert.equal(3, #nodes)
         assert.is_true(nodes[1] ~= nodes[2] and nodes[2] ~= nodes[3])
@@ -386,19 +390,20 @@ describe("election #zk", function()
             end
             assert.is_true(a:is_leader())
             return "second"
-        end, { timeout = 10 }) }
+        end, 10) }
         assert.same({ "second" }, res)
         assert.equal(2, #sessions)
         assert.are_not.equal(sessions[1], sessions[2])
         -- rejoin = false: run answers the loss
+        local a1 = c:election("/e", { id = "a", rejoin = false })
         local n = 0
-        assert.same({ nil, "lost" }, { a:run(function()
+        assert.same({ nil, "lost" }, { a1:run(function()
             n = n + 1
             assert.truthy(zk.expire_session(c))
             return "first"
-        end, { timeout = 10, rejoin = false }) })
+        end, 10) })
         assert.equal(1, n)
-        assert.is_false(a:is_leader())
+        assert.is_false(a1:is_leader())
     end)
 
     it("run(fn) with fn resigning ends the round: no campaign again", function()
@@ -483,7 +488,7 @@ describe("election #zk", function()
             c:get("/e")
             inside = false
         end)
-        e:on_revoked(function(reason)
+        e:on_lost(function(reason)
             trace[#trace + 1] = (inside and "revoked inside on_elected: " or "revoked: ") .. reason
         end)
         assert.is_true(e:campaign(5))
@@ -497,6 +502,11 @@ describe("election #zk", function()
         local e0 = c:election("/e")
         assert.has_error(function() e0:run("x") end,
                          "bad argument #1 to 'run' (function expected, got string)")
+        assert.has_error(function() e0:run(function() end, "5") end)
+        assert.has_error(function() c:election("/e", { requeue = -1 }) end,
+                         "bad argument #2 to 'election' (requeue must be a boolean or an integer >= 0)")
+        assert.has_error(function() c:election("/e", { requeue = 1.5 }) end)
+        -- the deprecated table form checks its options as before
         assert.has_error(function() e0:run(function() end, { requeue = -1 }) end,
                          "bad argument #2 to 'run' (requeue must be a boolean or an integer >= 0)")
         assert.has_error(function() e0:run(function() end, { bogus = 1 }) end)
@@ -508,6 +518,53 @@ describe("election #zk", function()
         assert.has_error(function() e:campaign(-1) end)
         assert.has_error(function() e:on_elected("x") end)
         assert.matches(":%d+$", e.id)      -- hostname:pid by default
+    end)
+
+    it("run(fn, timeout, ...) passes its arguments after the election", function()
+        local a = c:election("/e", { id = "a" })
+        assert.same({ "x", 2, "y" }, { a:run(function(e, x, n, y)
+            assert.equal(a, e)
+            assert.is_true(a:is_leader())
+            return x, n, y
+        end, 5, "x", 2, "y") })
+        -- nil timeout: as long as it takes; arguments still reach fn
+        assert.equal("z", a:run(function(_, z) return z end, nil, "z"))
+        assert.is_false(a:is_leader())
+    end)
+
+    it("on_revoked and run's table form still work and warn once per process", function()
+        util.deprecated_reset()
+        local warned = {}
+        local lc = zk.client { chroot = root, logger = function(_, msg)
+            if msg:find("deprecated", 1, true) then warned[#warned + 1] = msg end
+        end }
+        local e = lc:election("/e", { id = "a" })
+        local reasons = {}
+        e:on_revoked(function(reason) reasons[#reasons + 1] = reason end)
+        e:on_revoked(function(reason) reasons[#reasons + 1] = "2:" .. reason end)
+        assert.equal("led", e:run(function(el)
+            assert.is_true(el:is_leader())
+            return "led"
+        end, { timeout = 5 }))
+        assert.same({ "resigned", "2:resigned" }, reasons)
+        -- the table's requeue and rejoin still count
+        local rounds = 0
+        e:run(function() rounds = rounds + 1 end, { timeout = 5, requeue = 1 })
+        assert.equal(2, rounds)
+        assert.same({ nil, "lost" }, { e:run(function()
+            assert.truthy(zk.expire_session(lc))
+        end, { timeout = 5, rejoin = false }) })
+        -- the loss: whichever of the expiry and our node's delete is told first
+        local lost = reasons[7]
+        assert.truthy(lost == "sessionexpired" or lost == "deleted", lost)
+        assert.same({ "resigned", "2:resigned", "resigned", "2:resigned", "resigned",
+                      "2:resigned", lost, "2:" .. lost }, reasons)
+        -- each old form told once, naming the new one
+        assert.equal(2, #warned)
+        assert.truthy(warned[1]:find("election:on_revoked is deprecated", 1, true))
+        assert.truthy(warned[1]:find("use election:on_lost", 1, true))
+        assert.truthy(warned[2]:find("election:run(fn, { timeout = }) is deprecated", 1, true))
+        assert.truthy(warned[2]:find("election:run(fn, timeout?, ...)", 1, true))
     end)
 
     it("3 contender processes never lead at the same time", function()
@@ -611,7 +668,7 @@ function _M.init_worker()
         if not c then err = cerr return end
         e = c:election("@ROOT@/e", { id = "w" })
         e:on_elected(function() events[#events + 1] = "elected" end)
-        e:on_revoked(function(reason) events[#events + 1] = reason end)
+        e:on_lost(function(reason) events[#events + 1] = reason end)
         local ok, perr = e:campaign(10)
         if not ok then err = perr end
     end)

@@ -259,7 +259,7 @@ describe("layout = \"kazoo\" #zk #kazoo", function()
     it("group: kazoo's ShallowParty and ours list each other", function()
         local k = kazoo("/party", "party")
         wait_for(k, "enter")
-        local g = c:group("/party", "lua", "lua-data", { layout = "kazoo" })
+        local g = c:group("/party", { id = "lua", data = "lua-data", layout = "kazoo" })
         -- before we join (kazoo leaves once it sees us): kazoo's id as data
         assert.same({ kazoo = "kazoo" }, g:members())
         assert.is_true(g:join(WAIT))

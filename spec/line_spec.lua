@@ -94,6 +94,23 @@ describe("line drivers #zk", function()
         b:leave()
     end)
 
+    it("token() is a through position's czxid; nil, 'notheld' otherwise", function()
+        local a, b = line.new(c, "/tok", ONE), line.new(other, "/tok", ONE)
+        assert.same({ nil, "notheld" }, { a:token() })
+        assert.is_true(a:enter(2))
+        local t1 = assert(a:token())
+        assert.equal(a:stat().czxid, t1)
+        assert.equal(assert(other:exists(a:node())).czxid, t1)
+        -- in the line, not through: no token
+        assert.same({ nil, "timeout" }, { b:enter(0) })
+        assert.same({ nil, "notheld" }, { b:token() })
+        a:leave()
+        assert.same({ nil, "notheld" }, { a:token() })
+        assert.is_true(b:enter(2))
+        assert.is_true(assert(b:token()) > t1)
+        b:leave()
+    end)
+
     it("a driver's key orders the line; ties and the default go by sequence number", function()
         -- a two-level priority line: "hi-" entries before "lo-" ones
         local function drv(marker)

@@ -73,6 +73,29 @@ describe("multi_lock #zk", function()
         assert.same({ nil, "lost" }, { ml:release() })
     end)
 
+    it("token() is the highest czxid of its nodes, with each lock's by path", function()
+        local ml = c:multi_lock({ "/l2", "/l1" })
+        assert.same({ nil, "notheld" }, { ml:token() })
+        assert.is_true(ml:acquire(5))
+        local top, by_path = ml:token()
+        local t1 = assert(other:exists("/l1/" .. assert(other:children("/l1"))[1])).czxid
+        local t2 = assert(other:exists("/l2/" .. assert(other:children("/l2"))[1])).czxid
+        assert.same({ ["/l1"] = t1, ["/l2"] = t2 }, by_path)
+        assert.equal(math.max(t1, t2), top)
+        -- another coroutine is another owner: it holds nothing
+        local co = coroutine.wrap(function() return ml:token() end)
+        assert.same({ nil, "notheld" }, { co() })
+        assert.is_true(ml:release())
+        assert.same({ nil, "notheld" }, { ml:token() })
+        -- a later grant has a larger token; one lock lost: no token
+        assert.is_true(ml:acquire(5))
+        assert.is_true(assert(ml:token()) > top)
+        assert.truthy(other:delete("/l1/" .. assert(other:children("/l1"))[1]))
+        assert.truthy(zk.wait_until(function() return not ml:held() end, 5, c))
+        assert.same({ nil, "notheld" }, { ml:token() })
+        assert.same({ nil, "lost" }, { ml:release() })
+    end)
+
     it("raises on bad arguments", function()
         assert.has_error(function() c:multi_lock({}) end)
         assert.has_error(function() c:multi_lock("/a") end)

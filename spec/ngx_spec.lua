@@ -539,6 +539,30 @@ function _M.say_log()
     ngx.say("ok")
 end
 
+
+-- /item_end: takes an item of ROOT/iq, listens for its loss, and ends
+-- holding it (the client gives it back); says the claim's path.
+function _M.item_end()
+    local d = ngx.shared.fence
+    local item, err = assert(zn.client()):work_queue(ROOT .. "/iq"):take(5)
+    if not item then
+        ngx.say("nil ", tostring(err))
+        return
+    end
+    item:on_lost(function(reason)
+        d:incr("iq:lost", 1, 0)
+        d:set("iq:reason", reason)
+    end)
+    ngx.say(item.claim)
+end
+
+
+-- /item_lost: how many times an /item_end item was told lost, and why.
+function _M.item_lost()
+    local d = ngx.shared.fence
+    ngx.say(tostring(d:get("iq:lost") or 0), " ", tostring(d:get("iq:reason")))
+end
+
 return _M
 ]==]
 
@@ -602,6 +626,8 @@ local HTTP = [[
         location = /cgo { content_by_lua_block { require("app").cgo() } }
         location = /wait_args { content_by_lua_block { require("app").wait_args() } }
         location = /connect_refused { content_by_lua_block { require("app").connect_refused() } }
+        location = /item_end { content_by_lua_block { require("app").item_end() } }
+        location = /item_lost { content_by_lua_block { require("app").item_lost() } }
     }
 ]]
 
@@ -1680,5 +1706,27 @@ describe("ngx #zk #ngx", function()
         end
         assert.are.same({}, left, "runs that left nodes for more than 1 s")
         holder_client:close()
+    end)
+
+    it("a work-queue item given back at its request's end is not told lost", function()
+        assert(admin:work_queue(root .. "/iq"):put("job"))
+        local status, body = A:get("/item_end", 10)
+        assert.are.equal(200, status, tostring(body) .. "\n" .. A:log_tail())
+        local claim = body:match("^(/%S+)")
+        assert.truthy(claim, body)
+        -- the request's end gives the item back: its claim is deleted
+        assert.truthy(zk.wait_until(function() return admin:exists(claim) == false end, 10),
+                      "the claim stayed:\n" .. A:log_tail())
+        -- A change after that delete: once every worker has its new value,
+        -- each has handled the claim's delete event first (one session's
+        -- events arrive in order, and callbacks run in arrival order).
+        assert(admin:set(root .. "/config", "after-item"))
+        assert.truthy(all_workers_see(A, "after-item", 15), A:log_tail())
+        local _, told = A:get("/item_lost", 5)
+        assert.are.equal("0 nil\n", told)
+        -- the item is back in the queue
+        local item = assert(admin:work_queue(root .. "/iq"):take(5))
+        assert.are.equal("job", item.data)
+        assert.is_true(item:ack())
     end)
 end)

@@ -5,6 +5,7 @@
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
+local util = require "zkcoord.util"
 
 -- Pumps every client until cond() holds (or the timeout).
 local function settle(clients, cond, timeout)
@@ -37,8 +38,8 @@ describe("group #zk", function()
     end)
 
     it("members, data, on_change, leave; Curator GroupMember's layout", function()
-        local a = c:group("/g", "a", "data-a")
-        local b = other:group("/g", "b", "data-b")
+        local a = c:group("/g", { id = "a", data = "data-a" })
+        local b = other:group("/g", { id = "b", data = "data-b" })
         local seen = {}
         assert(a:on_change(function(m) seen[#seen + 1] = m end))
         assert.same({}, seen[1])
@@ -62,14 +63,14 @@ describe("group #zk", function()
     end)
 
     it("a member is back after its session expires", function()
-        local b = other:group("/g", "b", "x")
+        local b = other:group("/g", { id = "b", data = "x" })
         assert.is_true(b:join(5))
         assert.truthy(zk.expire_session(other))
         assert.truthy(settle({ c, other }, function()
             local st = c:exists("/g/b")
             return st and st.ephemeral_owner == other:session_id()
         end))
-        assert.same({ b = "x" }, c:group("/g", "z"):members())
+        assert.same({ b = "x" }, c:group("/g", { id = "z" }):members())
         b:close()
     end)
 
@@ -77,7 +78,7 @@ describe("group #zk", function()
     -- itself: join() says so at once instead of timing out.
     it("join() answers nodeexists at once when a persistent node has our name", function()
         assert(other:create("/g/a", "old", { parents = true }))
-        local a = c:group("/g", "a", "data-a")
+        local a = c:group("/g", { id = "a", data = "data-a" })
         local t0 = proc.now()
         assert.same({ nil, "nodeexists" }, { a:join(5) })
         assert.is_true(proc.now() - t0 < 1, "took " .. (proc.now() - t0))
@@ -95,7 +96,7 @@ describe("group #zk", function()
         local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
         local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
         local view, t_view, t_conn
-        local g = pc:group("/g", "watcher")
+        local g = pc:group("/g", { id = "watcher" })
         assert(g:on_change(function(m) view, t_view = m, proc.now() end))
         pc:on_state(function(st) if st == "connected" then t_conn = proc.now() end end)
         local cut = false
@@ -111,7 +112,7 @@ describe("group #zk", function()
             return f
         end
         local sid = pc:session_id()
-        local b = other:group("/g", "b", "data-b")
+        local b = other:group("/g", { id = "b", data = "data-b" })
         assert.is_true(b:join(5))
         assert.truthy(settle({ pc, other }, function() return cut and pc:state() == "connected" end))
         pc.send = nil
@@ -127,11 +128,46 @@ describe("group #zk", function()
     end)
 
     it("raises on bad arguments", function()
+        assert.has_error(function() c:group("/g", { id = "" }) end,
+            "bad argument #2 to 'group' (id must be a non-empty string without '/' or control "
+            .. 'characters, got "")')
+        assert.has_error(function() c:group("/g", { id = "a/b" }) end)
+        assert.has_error(function() c:group("/g", { id = 5 }) end)
+        assert.has_error(function() c:group("/g", { id = "a", data = 5 }) end,
+                         "bad argument #2 to 'group' (data must be a string or nil, got number)")
+        assert.has_error(function() c:group("/g", { id = "a", bogus = 1 }) end)
+        assert.has_error(function() c:group("/g", { id = "a" }):on_change(5) end)
+        -- the deprecated positional form checks its arguments as before
         assert.has_error(function() c:group("/g", "") end)
         assert.has_error(function() c:group("/g", "a/b") end)
         assert.has_error(function() c:group("/g", 5) end)
-        assert.has_error(function() c:group("/g", "a", 5) end)
-        assert.has_error(function() c:group("/g", "a"):on_change(5) end)
+        assert.has_error(function() c:group("/g", nil, "data") end)
+        assert.has_error(function() c:group("/g", "a", 5) end,
+                         "bad argument #3 to 'group' (data must be a string or nil, got number)")
+        -- no id: "<hostname>:<pid>", as an election's
+        assert.matches(":%d+$", c:group("/g").id)
+    end)
+
+    it("the positional group(path, id, data) still works and warns once per process", function()
+        util.deprecated_reset()
+        local warned = {}
+        local lc = zk.client { chroot = root, logger = function(_, msg)
+            if msg:find("deprecated", 1, true) then warned[#warned + 1] = msg end
+        end }
+        local a = lc:group("/g", "a", "data-a")
+        local b = lc:group("/g", "b")
+        assert.equal("a", a.id)
+        assert.is_true(a:join(5))
+        assert.is_true(b:join(5))
+        assert.same({ a = "data-a", b = "" }, assert(other:group("/g", {}):members()))
+        assert.equal(1, #warned)
+        assert.truthy(warned[1]:find("client:group(path, id, data) is deprecated", 1, true))
+        assert.truthy(warned[1]:find("use client:group(path, { id =, data = })", 1, true))
+        -- the new form tells nothing
+        lc:group("/g", { id = "c" })
+        util.deprecated_reset()
+        lc:group("/g", { id = "d", data = "x" })
+        assert.equal(1, #warned)
     end)
 end)
 

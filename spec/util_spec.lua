@@ -332,3 +332,27 @@ describe("util.run_held", function()
         assert.same({ true, "in!" }, { coroutine.resume(co, "in") })
     end)
 end)
+
+describe("util.deprecated", function()
+    it("logs a warning through the client's logger once per process and old form", function()
+        util.deprecated_reset()
+        local logged = {}
+        local client = { log = function(_, level, msg) logged[#logged + 1] = level .. " " .. msg end }
+        local other = { log = function(_, level, msg)
+            logged[#logged + 1] = "other " .. level .. " " .. msg
+        end }
+        assert.is_true(util.deprecated(client, "x:old", "x:new"))
+        assert.is_false(util.deprecated(client, "x:old", "x:new"))
+        -- once per process: another client is not told again
+        assert.is_false(util.deprecated(other, "x:old", "x:new"))
+        -- another old form is told once too, through the client that used it
+        assert.is_true(util.deprecated(other, "y:old", "y:new"))
+        assert.is_false(util.deprecated(client, "y:old", "y:new"))
+        assert.same({ "warn x:old is deprecated and goes in the next release: use x:new",
+                      "other warn y:old is deprecated and goes in the next release: use y:new" },
+                    logged)
+        util.deprecated_reset()
+        assert.is_true(util.deprecated(client, "x:old", "x:new"))
+        assert.equal(3, #logged)
+    end)
+end)

@@ -253,6 +253,84 @@ describe("work_queue #zk", function()
         assert.equal(0, q1:len())
     end)
 
+    it("item:token() is its claim's czxid while held; a later claim's is larger", function()
+        local q = c:work_queue("/t")
+        assert(q:put("job"))
+        local i1 = assert(q:take(2))
+        local t1 = assert(i1:token())
+        assert.equal(assert(other:exists(i1.claim)).czxid, t1)
+        assert.is_true(i1:release())
+        assert.same({ nil, "notheld" }, { i1:token() })
+        local i2 = assert(other:work_queue("/t"):take(2))
+        local t2 = assert(i2:token())
+        assert.is_true(t2 > t1)
+        -- lost with the session: no token
+        assert.truthy(zk.expire_session(other))
+        assert.is_false(i2:held())
+        assert.same({ nil, "notheld" }, { i2:token() })
+        assert.has_error(function() i1.token({}) end)
+    end)
+
+    it("item:on_lost(fn(reason)) tells a claim lost with the session or deleted, once", function()
+        local q = c:work_queue("/lost")
+        for i = 1, 3 do assert(q:put("job" .. i)) end
+        -- the session ends: the item is back in the queue
+        local i1 = assert(q:take(2))
+        local told = {}
+        i1:on_lost(function(reason) told[#told + 1] = "1:" .. reason end)
+        i1:on_lost(function(reason) told[#told + 1] = "1b:" .. reason end)
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return #told >= 2 end, 10, c))
+        -- "deleted" if the server removed the claim while our connection was up
+        local reason = told[1]:match("^1:(.*)$")
+        assert.truthy(reason == "sessionexpired" or reason == "deleted", told[1])
+        assert.same({ "1:" .. reason, "1b:" .. reason }, told)
+        assert.is_false(i1:held())
+        assert.same({ nil, "lost" }, { i1:ack() })
+        -- someone deletes our claim
+        told = {}
+        local i2 = assert(q:take(2))
+        i2:on_lost(function(r) told[#told + 1] = "2:" .. r end)
+        assert(zk.admin():delete(root .. i2.claim))
+        assert.truthy(zk.wait_until(function() return #told > 0 end, 5, c))
+        assert.same({ "2:deleted" }, told)
+        assert.is_false(i2:held())
+        -- acked, then released: never told, not by a later session end either
+        local i3 = assert(q:take(2))
+        local i4 = assert(q:take(2))
+        i3:on_lost(function(r) told[#told + 1] = "3:" .. r end)
+        i4:on_lost(function(r) told[#told + 1] = "4:" .. r end)
+        assert.is_true(i3:ack())
+        assert.is_true(i4:release())
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c))
+        c:dispatch(0.2)
+        assert.same({ "2:deleted" }, told)
+        assert.has_error(function() i3:on_lost("x") end,
+                         "bad argument #1 to 'on_lost' (function expected, got string)")
+    end)
+
+    it("item:on_lost has run when held() first answers false, cut off past the session timeout",
+       function()
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 2 }
+        assert(c:work_queue("/k"):put("job"))
+        local item = assert(a:work_queue("/k"):take(5))
+        local told = {}
+        item:on_lost(function(reason) told[#told + 1] = reason end)
+        assert(proxy:blackhole())
+        -- no news from the server: the clock rule ends the session
+        local at_first_false
+        assert.truthy(zk.wait_until(function()
+            if item:held() then return false end
+            at_first_false = #told
+            return true
+        end, 10, a))
+        assert.equal(1, at_first_false)
+        assert.same({ "sessionexpired" }, told)
+        assert(proxy:pass())
+    end)
+
     it("an ack sent before its claim's deletion was seen fails lost and deletes nothing", function()
         local q = c:work_queue("/e")
         assert(q:put("job"))

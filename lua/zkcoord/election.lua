@@ -1,7 +1,7 @@
 --- zkcoord.election: leader election among processes (Curator LeaderLatch).
 --
 --   local e = client:election("/services/indexer", { id = "host-a:8080" })
---   e:on_revoked(function(reason) stop_leading() end)
+--   e:on_lost(function(reason) stop_leading() end)
 --   if e:campaign(30) then lead() end        -- nil: wait forever, 0: try once
 --   print(e:leader())                       -- the leader's id
 --   e:resign()
@@ -28,7 +28,7 @@
 -- another should pause its work while client:state() ~= "connected".
 -- Session loss ("lost", or suspended for the whole session timeout), or
 -- our node deleted by someone else: is_leader() turns false at once and
--- on_revoked callbacks run. A candidate still waiting in campaign() joins
+-- on_lost callbacks run. A candidate still waiting in campaign() joins
 -- the line again by itself in the new session.
 --
 -- Rejoin (Curator's LeaderLatch resets after a lost session, and when it
@@ -54,9 +54,14 @@
 -- token(): it grows with every leadership, so a resource that refuses a
 -- token lower than the last it saw refuses a leader deposed meanwhile.
 --
--- Scoped leadership: run(fn, opts) campaigns, runs fn(e) while leader and
--- resigns when fn returns (kazoo's Election.run, Curator's
--- LeaderSelector); opts.requeue campaigns again after each round.
+-- Scoped leadership: run(fn, timeout, ...) campaigns, runs fn(e, ...) while
+-- leader and resigns when fn returns (kazoo's Election.run, Curator's
+-- LeaderSelector); the election's opts.requeue (Curator's autoRequeue)
+-- campaigns again after each round.
+--
+-- Deprecated, kept for one release (each logs a warning once per process,
+-- util.deprecated): on_revoked(fn), the old name of on_lost; run(fn, {
+-- timeout =, requeue =, rejoin = }), the table form of run.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
@@ -72,7 +77,7 @@ local mt = { __index = _M }
 
 local check_self = util.self_checker(mt, "election", "e")
 
-local OPT_KEYS = { "id", "rejoin", "layout" }
+local OPT_KEYS = { "id", "rejoin", "requeue", "layout" }
 -- By opts.layout: the campaign's driver, and a rejoin's: the same nodes,
 -- through as soon as ours is in the line (the rejoin watches the node
 -- below itself, without a wait).
@@ -92,6 +97,21 @@ _M.default_id = util.default_id
 ---@field rejoin boolean? default true: a leadership lost unasked (session, node deleted)
 ---   joins the line again by itself (see the header); false: call campaign() again
 ---@field layout "curator"|"kazoo"|nil node names: Curator's LeaderLatch (default) or kazoo's Election
+---@field requeue boolean|integer? run() campaigns again after fn returns: true as long
+---   as the client is open, n: n more rounds (default false: one round)
+
+-- opts.requeue (argument #2 of `fname`) as a number of further rounds.
+local function check_requeue(requeue, fname)
+    if requeue == true then
+        return math.huge
+    elseif requeue == nil or requeue == false then
+        return 0
+    elseif type(requeue) ~= "number" or requeue < 0 or requeue % 1 ~= 0 then
+        argerror(2, fname, "requeue must be a boolean or an integer >= 0")
+    end
+    return requeue
+end
+
 
 --- client:election(path, opts) -> election object (no server state until campaign()).
 ---@param client table
@@ -105,6 +125,7 @@ function _M.new(client, path, opts)
     if opts.rejoin ~= nil and type(opts.rejoin) ~= "boolean" then
         argerror(2, "election", "rejoin must be a boolean")
     end
+    local requeue = check_requeue(opts.requeue, "election")
     client.check_path(path, "election", 1)
     local drivers = DRIVERS[util.check_layout(opts.layout, "election", 2)]
     return setmetatable({
@@ -114,11 +135,12 @@ function _M.new(client, path, opts)
         rejoin = opts.rejoin ~= false,
         _driver = drivers.campaign,
         _join = drivers.join,
+        requeue = requeue,    -- run()'s further rounds (math.huge: until closed)
         _q = nil,             -- our line position while campaigning, leading or rejoining
         _rejoin = nil,        -- the position the rejoin drives, while it runs
         _checking = nil,      -- campaign()'s position until its owner check passed
         _elected_fns = {},
-        _revoked_fns = {},
+        _lost_fns = {},
     }, mt)
 end
 
@@ -215,7 +237,7 @@ end
 
 -- We lead with position q: watch it, and tell the on_elected callbacks.
 -- A loss reported while they run (their client calls run queued
--- callbacks) is told after they return: on_revoked, and a rejoin that
+-- callbacks) is told after they return: on_lost, and a rejoin that
 -- could win, never run nested inside on_elected.
 function _M:_elected(q)
     self._q = q
@@ -261,7 +283,7 @@ function _M:_supervise(q)
         if self._in_run and self._lost then
             self._run_lost = true     -- run() campaigns again (a resign in fn does not)
         end
-        call_all(client, self._revoked_fns, "election on_revoked", reason)
+        call_all(client, self._lost_fns, "election on_lost", reason)
         if self._lost and not no_rejoin and self.rejoin and not self._in_run
            and not self._q and not client:is_closed() then
             self:_start_rejoin()
@@ -468,12 +490,12 @@ end
 
 --- Gives up leadership, or stops campaigning or rejoining. The node is
 --- deleted without waiting (ordered before this session's next request,
---- retried until done). on_revoked callbacks run with reason "resigned" if
+--- retried until done). on_lost callbacks run with reason "resigned" if
 --- we were leader. After leadership was lost (session ended, node deleted,
 --- or the session not heard from for its timeout) the first resign()
---- returns nil, "lost" (on_revoked has run with the reason before), unless
+--- returns nil, "lost" (on_lost has run with the reason before), unless
 --- a rejoin has made us leader again; after client:close(), nil, "closed"
---- (on_revoked has heard "closed").
+--- (on_lost has heard "closed").
 ---@return true|nil ok, string? err "lost" | "closed"
 function _M:resign()
     check_self(self, "resign")
@@ -562,40 +584,49 @@ local function pack(...)
 end
 
 
----@class zkcoord.election_run_opts
----@field timeout number? each campaign's timeout (nil: as long as it takes)
----@field requeue boolean|integer? campaign again after fn returns: true as long as the
----   client is open, n: n more rounds (default false: one round)
----@field rejoin boolean? default the election's rejoin (true unless turned off): a round
----   whose leadership was lost while fn ran (session lost, node deleted) campaigns
----   again, and is not counted as a requeue
+-- The deprecated table form run(fn, { timeout =, requeue =, rejoin = }):
+-- its timeout, and its requeue and rejoin over the election's.
+local function run_opts(self, opts)
+    opts = util.check_opts(opts, RUN_KEYS, "run", 2)
+    util.check_timeout(opts.timeout, "run", 2)
+    local requeue, rejoin = self.requeue, self.rejoin
+    if opts.requeue ~= nil then
+        requeue = check_requeue(opts.requeue, "run")
+    end
+    if opts.rejoin ~= nil then
+        if type(opts.rejoin) ~= "boolean" then
+            argerror(2, "run", "rejoin must be a boolean")   -- "no" was taken for true
+        end
+        rejoin = opts.rejoin
+    end
+    util.deprecated(self.client, "election:run(fn, { timeout = })",
+                    "election:run(fn, timeout?, ...) and the election's opts.requeue")
+    return opts.timeout, requeue, rejoin
+end
 
---- Campaigns, runs fn(e) while leader and resigns when it returns, whatever
---- it did (fn should return soon after is_leader() turns false, or watch
---- on_revoked). An error in fn is raised again after the resign, with its
---- traceback. Returns the last round's fn results; nil, err when a campaign
---- failed ("timeout", "closed" ...), or "lost" for a lost leadership with
---- rejoin = false.
----@param fn function fn(e)
----@param opts zkcoord.election_run_opts?
+
+--- Campaigns, runs fn(e, ...) while leader and resigns when it returns,
+--- whatever it did (fn should return soon after is_leader() turns false,
+--- or watch on_lost). An error in fn is raised again after the resign,
+--- with its traceback. With the election's opts.requeue it campaigns again
+--- after each round; a round whose leadership was lost while fn ran
+--- campaigns again (not counted as a requeue) unless opts.rejoin is false.
+--- Returns the last round's fn results; nil, err when a campaign failed
+--- ("timeout", "closed" ...), or "lost" for a lost leadership with
+--- rejoin = false. A table as `timeout` is the deprecated form (its
+--- timeout, requeue and rejoin; a warning logged once).
+---@param fn function fn(e, ...)
+---@param timeout number? each campaign's timeout (nil: as long as it takes, 0: try once)
 ---@return any ... fn's results, or nil, err
-function _M:run(fn, opts)
+function _M:run(fn, timeout, ...)
     check_self(self, "run")
     util.check_fn(fn, "run", 1)
-    opts = util.check_opts(opts, RUN_KEYS, "run", 2)
-    local timeout = util.check_timeout(opts.timeout, "run", 2)
-    local requeue = opts.requeue or 0
-    if requeue == true then
-        requeue = math.huge
-    elseif type(requeue) ~= "number" or requeue < 0 or requeue % 1 ~= 0 then
-        argerror(2, "run", "requeue must be a boolean or an integer >= 0")
+    local requeue, rejoin = self.requeue, self.rejoin
+    if type(timeout) == "table" then
+        timeout, requeue, rejoin = run_opts(self, timeout)
     end
-    local rejoin = opts.rejoin
-    if rejoin == nil then
-        rejoin = self.rejoin
-    elseif type(rejoin) ~= "boolean" then
-        argerror(2, "run", "rejoin must be a boolean")   -- "no" was taken for true
-    end
+    util.check_timeout(timeout, "run", 2)
+    local args = pack(...)
     local rounds = 0
     while true do
         local ok, err, detail = self:campaign(timeout)
@@ -604,7 +635,7 @@ function _M:run(fn, opts)
         end
         self._in_run = true       -- a loss while fn runs is run()'s to rejoin
         self._run_lost = nil
-        local res = pack(util.run_held(resign_after, self, fn, self))
+        local res = pack(util.run_held(resign_after, self, fn, self, unpack(args, 1, args.n)))
         local lost = self._run_lost
         if lost and not rejoin then
             return nil, "lost"
@@ -663,9 +694,19 @@ end
 
 --- fn(reason) runs when leadership ends: "sessionexpired", "deleted" (our
 --- node was removed by someone else) or "resigned". is_leader() is false then.
+function _M:on_lost(fn)
+    check_self(self, "on_lost")
+    return util.add_fn(self._lost_fns, fn, "on_lost")
+end
+
+
+--- Deprecated (one release): the old name of on_lost (a loss, not a
+--- request to give up: that is a lock's on_revoke). Logs a warning once.
 function _M:on_revoked(fn)
     check_self(self, "on_revoked")
-    return util.add_fn(self._revoked_fns, fn, "on_revoked")
+    util.check_fn(fn, "on_revoked")
+    util.deprecated(self.client, "election:on_revoked", "election:on_lost")
+    return util.add_fn(self._lost_fns, fn, "on_revoked")
 end
 
 

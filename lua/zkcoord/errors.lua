@@ -18,6 +18,7 @@ _M.own = {
     timeout = "a bounded wait ran out",
     closed = "the client was closed",
     notheld = "the lock is not held by this owner",
+    notleader = "this election object does not lead (election:token())",
     lost = "the session that held it ended",
     toolarge = "data exceeds the node size limit",
     invalid = "the operation cannot be done in this state",

@@ -1,6 +1,6 @@
 --- zkcoord.group: group membership (Curator's GroupMember, kazoo's Party).
 --
---   local g = client:group("/services/api", "host-a", "10.0.0.5:8080")
+--   local g = client:group("/services/api", { id = "host-a", data = "10.0.0.5:8080" })
 --   assert(g:join(5))
 --   g:on_change(function(members) ... end)    -- id -> data, now and on every change
 --   g:members()                               -- id -> data
@@ -24,10 +24,13 @@
 -- goes by itself: join() answers "nodeexists" at once rather than waiting
 -- for it (kazoo's Party names its nodes with a uuid and so never meets
 -- one; adopting it would list us as a member after we died).
+--
+-- Deprecated, kept for one release: the positional client:group(path, id,
+-- data) (a warning logged once per process, util.deprecated).
 local util = require "zkcoord.util"
 local kazoo = require "zkcoord.layout.kazoo"
 
-local type, ipairs, tostring, setmetatable = type, ipairs, tostring, setmetatable
+local type, ipairs, tostring, setmetatable, select = type, ipairs, tostring, setmetatable, select
 local find, sort = string.find, table.sort
 local argerror = util.argerror
 
@@ -36,27 +39,51 @@ local mt = { __index = _M }
 local check_self = util.self_checker(mt, "group", "g")
 
 
-local OPT_KEYS = { "layout" }
+local OPT_KEYS = { "id", "data", "layout" }
+local POSITIONAL_OPT_KEYS = { "layout" }    -- the deprecated form's 4th argument
 
 -- The id in a member node's name, by layout.
 local function same(name) return name end
 local ID_OF = { curator = same, kazoo = kazoo.party_id }
 
 
---- client:group(path, id, data, opts) -> g (no server state until join()).
---- opts.layout: "curator" (default: <path>/<id>) or "kazoo" (kazoo's
---- ShallowParty: <path>/<uuid hex>-<id>, zkcoord.layout.kazoo).
-function _M.new(client, path, id, data, opts)
+---@class zkcoord.group_opts
+---@field id string? our member id, the name of our node (default "<hostname>:<pid>")
+---@field data string? our member node's data
+---@field layout "curator"|"kazoo"|nil "curator" (default: <path>/<id>) or "kazoo"
+---   (kazoo's ShallowParty: <path>/<uuid hex>-<id>, zkcoord.layout.kazoo)
+
+--- client:group(path, opts) -> g (no server state until join()). The
+--- deprecated form client:group(path, id, data, opts?) still works (a
+--- warning logged once).
+---@param client table
+---@param path string
+---@param opts zkcoord.group_opts?
+function _M.new(client, path, opts, ...)
     client.check_path(path, "group", 1)
+    local id, data, positional
+    -- group(path, nil, data): the old form with a missing id (raises below)
+    if type(opts) == "table" or opts == nil and select("#", ...) == 0 then
+        opts = util.check_opts(opts, OPT_KEYS, "group", 2)
+        id, data = opts.id or util.default_id(), opts.data
+    else
+        local popts
+        id, data, popts = opts, ...
+        positional = true
+        opts = util.check_opts(popts, POSITIONAL_OPT_KEYS, "group", 4)
+    end
     if type(id) ~= "string" or id == "" or find(id, "[/%c]") or id == "." or id == ".." then
         argerror(2, "group", "id must be a non-empty string without '/' or control characters, got "
                  .. (type(id) == "string" and ("%q"):format(id) or type(id)))
     end
     if data ~= nil and type(data) ~= "string" then
-        argerror(3, "group", "data must be a string or nil, got " .. type(data))
+        argerror(positional and 3 or 2, "group", "data must be a string or nil, got " .. type(data))
     end
-    opts = util.check_opts(opts, OPT_KEYS, "group", 4)
-    local layout = util.check_layout(opts.layout, "group", 4)
+    if positional then
+        util.deprecated(client, "client:group(path, id, data)",
+                        "client:group(path, { id =, data = })")
+    end
+    local layout = util.check_layout(opts.layout, "group", positional and 4 or 2)
     return setmetatable({
         client = client,
         path = path,

@@ -348,6 +348,18 @@ function _M:stat()
 end
 
 
+--- The fencing token of a position through: its node's czxid (as
+--- lock:token()); else nil, "notheld".
+---@return number|nil token, string? err
+function _M:token()
+    check_self(self, "token")
+    if not self:is_through() then
+        return nil, "notheld"
+    end
+    return self._stat.czxid
+end
+
+
 --- fn(reason, arg) is called when a position that was through is lost:
 --- "sessionexpired" (the session ended) or "deleted" (someone removed our
 --- node, or its TTL ran out). The watch on our node that notices a delete

@@ -269,7 +269,7 @@ function _M:acquire(timeout)
         if not ok then
             return nil, err
         end
-        h.held_since = now()
+        h.held_since = now()    -- metrics (cohort.listen sets h.granted: its own flag)
         -- a grant with no write of ours is a local handoff (cohort.lua numbers them)
         self._metrics:cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
         self._holds[owner] = h

@@ -138,6 +138,28 @@ function _M:held()
 end
 
 
+--- The fencing token of the hold: the highest czxid of its lock nodes (it
+--- grows with every acquire of this multi-lock), and a table path -> that
+--- lock's token, for a resource guarded by one of the paths. While every
+--- lock is held by the current owner; else nil, "notheld".
+---@return number|nil token, table|string by_path_or_err
+function _M:token()
+    check_self(self, "token")
+    local top, by_path = nil, {}
+    for i, l in ipairs(self.locks) do
+        local t = l:token()
+        if t == nil then
+            return nil, "notheld"
+        end
+        by_path[self.paths[i]] = t
+        if top == nil or t > top then
+            top = t
+        end
+    end
+    return top, by_path
+end
+
+
 --- fn(reason, path) when one of the held locks is lost.
 function _M:on_lost(fn)
     check_self(self, "on_lost")

@@ -79,7 +79,7 @@ function _M.new(client, path, opts)
         _again = false,       -- something changed while a rebalance ran
         _closed = false,
     }, mt)
-    self.group = client:group(base .. "/members", self.id, opts.data)
+    self.group = client:group(base .. "/members", { id = self.id, data = opts.data })
     local ok, err = self.group:join()
     if not ok then
         return nil, err

@@ -6,7 +6,7 @@
 --   assert(r:acquire(5)) ... r:release()
 --
 -- Both are zkcoord.lock objects (acquire, release, held, token, count,
--- node, on_lost) over one line of ephemeral-sequential nodes under <path>,
+-- node, on_lost, run) over one line of ephemeral-sequential nodes under <path>,
 -- so grants follow arrival order: a reader behind a waiting writer waits.
 --
 -- Algorithm (ZooKeeper's shared-lock recipe: two zkcoord.lock objects
@@ -156,7 +156,7 @@ local check_self = util.self_checker(mt, "rwlock", "rw")
 
 --- The shared side: held by many owners at once, never with a writer.
 --- Always the same object for this rwlock.
----@return table lock a zkcoord.lock (acquire, release, held, token, count, node, on_lost)
+---@return table lock a zkcoord.lock (acquire, release, held, token, count, node, on_lost, run)
 function _M:read_lock()
     check_self(self, "read_lock")
     return self._read

@@ -341,6 +341,18 @@ function Lease:held()
 end
 
 
+--- The fencing token of the lease: its node's czxid (as lock:token()), while
+--- held; it grows with every lease granted under this semaphore.
+---@return number|nil token, string? err "notheld" (released or lost)
+function Lease:token()
+    check_lease(self, "token")
+    if not self:held() then
+        return nil, "notheld"
+    end
+    return self._q:stat().czxid
+end
+
+
 --- The path of the lease node.
 function Lease:node()
     check_lease(self, "node")

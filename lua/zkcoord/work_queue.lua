@@ -93,12 +93,16 @@ end
 
 
 -- Once connected again in session `sid` (never, if it ends first): fn().
--- For what a write whose outcome we never learnt may have left behind.
-local function when_back(client, sid, fn)
+-- For what a write whose outcome we never learnt may have left behind. If
+-- the session ends first (not by close()), gone() when given.
+local function when_back(client, sid, fn, gone)
     local listener
     local function try(state)
         if client:session_id() ~= sid or state == "closed" or state == "lost" then
             client:remove_listener(listener)
+            if gone and state ~= "closed" then
+                gone()
+            end
         elseif state == "connected" then
             client:remove_listener(listener)
             fn()
@@ -304,14 +308,43 @@ local function drop_if_ours(client, claim, sid)
 end
 
 
+-- The hold ended, not by a write of ours (none in flight or undecided:
+-- that ack() or release() answers for itself): tell the item's on_lost
+-- callbacks, once. "deleted": someone deleted our claim; "sessionexpired":
+-- it went with our session.
+local function tell_lost(self, reason)
+    if self.claim == nil or self._writing or self._unsure or self._lost_told then
+        return
+    end
+    self._lost_told = true
+    if self._lost_fns then
+        util.call_all(self.queue.client, self._lost_fns, "work_queue item on_lost", reason)
+    end
+end
+
+
 -- The claim went while held, not by a write of ours (none in flight or
 -- undecided): someone deleted it. The item is lost, as with the session:
 -- held() is false, ack() and release() return "lost" and delete nothing
 -- (the path may hold another consumer's claim by now).
 local function claim_gone(self)
     if self.claim and not self._writing and not self._unsure then
+        -- given back by the client's registry (nginx: its request ended), as
+        -- a lock is released then: no loss to tell
+        local given_back = self._held:node() == nil
         self._deleted = true
         self._held:forget()
+        if not given_back then
+            tell_lost(self, "deleted")
+        end
+    end
+end
+
+
+-- The claim went with our session (unless the registry gave it back before).
+local function session_ended(self)
+    if self._held:node() ~= nil then
+        tell_lost(self, "sessionexpired")
     end
 end
 
@@ -329,8 +362,16 @@ local function claim_watch_fired(ev, self)
         claim_gone(self)
     elseif ev.type == "changed" then
         watch_claim(self)     -- re-arm
+    elseif ev.type == "session" then
+        -- the claim went with the session; claimed() sees the new id
+        session_ended(self)
     end
-    -- "session": the claim went with the session; claimed() sees the new id
+end
+
+
+-- The session ended while no watch of ours was set (after a connection loss).
+local function session_gone(self)
+    return function() session_ended(self) end
 end
 
 
@@ -343,19 +384,22 @@ local function claim_watch_reply(p, self)
         claim_gone(self)      -- gone before the watch was set
     elseif (transient[e] or unknown_outcome[e]) and e ~= "sessionexpired" then
         -- no watch was set (connection loss): again once back in our session
-        when_back(self.queue.client, self._sid, function() watch_claim(self) end)
+        when_back(self.queue.client, self._sid, function() watch_claim(self) end,
+                  session_gone(self))
     end
 end
 
 
 watch_claim = function(self)
     local client = self.queue.client
-    if client:session_id() ~= self._sid or self.claim == nil then
+    if self.claim == nil then
         return
+    elseif client:session_id() ~= self._sid then
+        return session_ended(self)
     end
     local f = client:send("exists", self.claim, claim_watch_fired, self)
     if not f:on_late(claim_watch_reply, self) then
-        when_back(client, self._sid, function() watch_claim(self) end)
+        when_back(client, self._sid, function() watch_claim(self) end, session_gone(self))
     end
 end
 
@@ -370,6 +414,7 @@ function _M:_claim(e, deadline)
     local fc = client:send("create", claim, self.id, { ephemeral = true })
     local fg = client:send("get", path)
     local created, cerr = fc:wait(remaining(deadline))
+    local cstat = created and cerr     -- a create answers path, stat
     if not created and cerr == "timeout" then
         -- We stop waiting; a claim its late reply made is not wanted.
         fc:on_done(function(made, err)
@@ -401,6 +446,7 @@ function _M:_claim(e, deadline)
         elseif not (st and st.ephemeral_owner == sid) then
             return false
         end
+        cstat = st
         data, stat = client:get(path)    -- ours: the create did happen
     elseif not created then
         if cerr == "nodeexists" then
@@ -434,6 +480,7 @@ function _M:_claim(e, deadline)
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
         stat = stat, _sid = sid,
+        _czxid = cstat.czxid,    -- token(): our claim's
     }, item_mt)
     watch_claim(item)
     return item
@@ -836,6 +883,32 @@ function Item:release()
         return nil, why
     end
     return drop_claim(self, { { op = "delete", path = self.claim } })
+end
+
+
+--- The fencing token of our hold on the item: our claim node's czxid (as
+--- lock:token()), while held; another consumer's later claim of the item
+--- has a higher one.
+---@return number|nil token, string? err "notheld" (acked, given back or lost)
+function Item:token()
+    check_item(self, "token")
+    if not claimed(self) then
+        return nil, "notheld"
+    end
+    return self._czxid
+end
+
+
+--- fn(reason) runs when the held item is lost: "sessionexpired" (our claim
+--- went with our session: the item is back in the queue) or "deleted"
+--- (someone deleted our claim); held() is false then. Not after ack() or
+--- release(), nor for a loss that an ack() or release() in flight or
+--- undecided answers itself ("lost", "unknown"). Once per item.
+function Item:on_lost(fn)
+    check_item(self, "on_lost")
+    local fns = self._lost_fns or {}
+    self._lost_fns = fns
+    return util.add_fn(fns, fn, "on_lost")
 end
 
 

@@ -33,7 +33,7 @@ local CHILD = [[
         say("release " .. tostring(ok) .. " " .. tostring(err))
     else
         local e = c:election(path, { id = "child" })
-        e:on_revoked(function(reason) say("on_revoked " .. reason) end)
+        e:on_lost(function(reason) say("on_lost " .. reason) end)
         assert(e:campaign(10))
         say("ready")
         while not proc.file_exists(go) do proc.sleep(0.01) end
@@ -125,16 +125,16 @@ describe("a holder paused past its session timeout #zk", function()
         assert.is_true(l:release())
     end)
 
-    it("knows on its first is_leader() that leadership is lost; on_revoked ran first", function()
+    it("knows on its first is_leader() that leadership is lost; on_lost ran first", function()
         local c = zk.client { chroot = root }
         local e = c:election("/x", { id = "parent" })
         local out = pause_past_timeout("election", root, function()
             return e:campaign(TIMEOUT * 10)
         end)
-        assert.truthy(out[2] == "on_revoked sessionexpired" or out[2] == "on_revoked deleted",
+        assert.truthy(out[2] == "on_lost sessionexpired" or out[2] == "on_lost deleted",
                       tostring(out[2]))
-        out[2] = "on_revoked"
-        assert.same({ "ready", "on_revoked", "is_leader false", "resign nil lost", "done" }, out)
+        out[2] = "on_lost"
+        assert.same({ "ready", "on_lost", "is_leader false", "resign nil lost", "done" }, out)
         assert.is_true(e:is_leader())
         assert.is_true(e:resign())
     end)

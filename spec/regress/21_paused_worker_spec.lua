@@ -40,7 +40,7 @@ function _M.hold()
     local held, give_up
     if kind == "election" then
         local e = c:election("@ROOT@/x", { id = "worker", rejoin = false })
-        e:on_revoked(function(reason) say("on_revoked " .. reason) end)
+        e:on_lost(function(reason) say("on_lost " .. reason) end)
         assert(e:campaign(10))
         held, give_up = function() return e:is_leader() end, function() return e:resign() end
     else
@@ -155,7 +155,7 @@ describe("an nginx worker paused past its session timeout #zk #ngx", function()
         local e = zk.client { chroot = root }:election("/x", { id = "spec" })
         local out = pause_past_timeout("election", function() return e:campaign(TIMEOUT * 10) end)
         assert.same({ "ready", "held false", "gave_up nil lost", "done" },
-                    callback_once(out, "on_revoked"))
+                    callback_once(out, "on_lost"))
         assert.is_true(e:is_leader())
         assert.is_true(e:resign())
     end)

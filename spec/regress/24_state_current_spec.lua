@@ -42,7 +42,7 @@ describe("state answers take what already reached the process #zk", function()
     it("election:is_leader() is false after its node was deleted", function()
         local e = c:election("/e", { id = "me", rejoin = false })  -- the loss itself
         local told = {}
-        e:on_revoked(function(reason) told[#told + 1] = reason end)
+        e:on_lost(function(reason) told[#told + 1] = reason end)
         assert.is_true(e:campaign(5))
         local entries = assert(c:children("/e"))
         delete_behind_its_back(root .. "/e/" .. entries[1])

@@ -220,17 +220,17 @@ check("watch: callbacks get their arguments, latest value delivered", function()
     w:cancel()
 end)
 
-check("election: on_elected and on_revoked(reason)", function()
+check("election: on_elected and on_lost(reason)", function()
     local e = client:election(base .. "/election", { id = "smoke" })
     local elected, reason = false, nil
     e:on_elected(function() elected = true end)
-    e:on_revoked(function(r) reason = r end)
+    e:on_lost(function(r) reason = r end)
     local ok, cerr = e:campaign(5)
     expect(ok == true and elected and e:is_leader(), "campaign", ok, cerr)
     e:resign()
     local deadline = os.time() + 5
     while reason == nil and os.time() < deadline do client:dispatch(0.05) end
-    expect(reason == "resigned", "on_revoked's argument", reason)
+    expect(reason == "resigned", "on_lost's argument", reason)
 end)
 
 check("rwlock, semaphore, barrier, double barrier", function()

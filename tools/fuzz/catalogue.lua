@@ -145,18 +145,18 @@ M.counter = {
 M.watch = { cancel = op(none), is_active = op(none) }
 M.election = { campaign = op(timeout_arg()), resign = op(none), is_leader = op(none),
                leader = op(none, { nil_ok = true }), participants = op(none),
-               on_elected = op(fn_arg), on_revoked = op(fn_arg) }
+               on_elected = op(fn_arg), on_lost = op(fn_arg), token = op(none) }
 M.semaphore = { acquire = op(timeout_arg(), { yields = "lease" }), leases = op(none),
                 participants = op(none) }
 M.lease = { release = op(none), held = op(none), node = op(none, { nil_ok = true }),
-            on_lost = op(fn_arg) }
+            on_lost = op(fn_arg), token = op(none) }
 M.barrier = { create = op(none), remove = op(none), is_set = op(none), wait = op(timeout_arg()) }
 M.double_barrier = { enter = op(timeout_arg()), leave = op(timeout_arg()), participants = op(none) }
 M.queue = { enter = op(timeout_arg()), leave = op(none), interrupt = op(none),
             entries = op(none), is_through = op(none),
             node = op(none, { nil_ok = true }), seq = op(none, { nil_ok = true }),
             stat = op(none, { nil_ok = true }), on_lost = op(fn_arg, { nil_ok = true }),
-            watch_line = op(fn_arg) }
+            token = op(none), watch_line = op(fn_arg) }
 
 -- The module's own functions (driver.lua calls them), and the names its
 -- helpers are called under: check_path(path, "fuzz", 1) raises as 'fuzz'.

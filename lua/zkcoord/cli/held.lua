@@ -109,7 +109,7 @@ local function start(g, verb, o, path)
         end)
     else
         h.e = c:election(path, { id = o.id or default_id(), rejoin = false })  -- a loss ends the command
-        h.e:on_revoked(function(reason)
+        h.e:on_lost(function(reason)
             if reason ~= "resigned" then h.lost = h.lost or reason end
         end)
         c:spawn(function()
