@@ -342,6 +342,13 @@ describe("chaos checkers on made-up logs", function()
         -- the same readers in a process no fault killed: both hang
         r = verdict("cohort_rwlock", { ["1.1"] = inside() })
         assert.equal(2, r.hangs, table.concat(r.details, "\n"))
+        -- two tries still waiting when the fault came: no outcome, no hang
+        local waiting = { { 1, "try", { op = "cohort", n = 1, timeout = 5 } },
+                          { 1.01, "try", { op = "cohort", n = 2, timeout = 5 } } }
+        r = verdict("cohort_lock", { ["1.1"] = waiting }, kill)
+        assert.equal(0, r.hangs, table.concat(r.details, "\n"))
+        r = verdict("cohort_lock", { ["1.1"] = waiting })
+        assert.equal(2, r.hangs, table.concat(r.details, "\n"))
     end)
 
     it("cohort_lock and cohort_rwlock: two local owners of one process at once", function()

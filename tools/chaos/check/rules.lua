@@ -34,7 +34,9 @@ end
 -- outcome or took far longer than its timeout.
 local function outcome(R, P, o, s, kill_t, last_op)
     if not o.out then
-        if kill_t and o == last_op and not R.stuck[P.key] then
+        -- every try in flight when a fault killed the process (a cohort's
+        -- coroutines try at once), not only its last
+        if kill_t and not R.stuck[P.key] and (o == last_op or o.try_t <= kill_t) then
             s.killed_mid = s.killed_mid + 1
             if o.op == "counter" then R.ambiguous = R.ambiguous + 1 end
         else
