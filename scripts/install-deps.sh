@@ -12,6 +12,7 @@ pkgs=(
   lua-busted luarocks lua-check lua-ldoc git
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
+  libssl-dev   # scripts/build-zkclient-tls.sh: libzookeeper with OpenSSL (the TLS core)
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
   python3-kazoo   # spec/work_queue_spec.lua: kazoo's LockingQueue takes our items
 )
