@@ -85,6 +85,19 @@ if grep -q 'FIPS_mode()' "$client/src/zookeeper.c" \
   sed -i 's/FIPS_mode()/EVP_default_properties_is_fips_enabled(NULL)/' "$client/src/zookeeper.c"
 fi
 
+# 3.8.0's TLS handshake (init_ssl_for_socket) loops on SSL_connect with a
+# 1 s select and no end: a server that takes the connection and never
+# answers the handshake holds libzookeeper's IO thread, and so
+# zookeeper_close, for ever. A select that times out fails the attempt
+# instead (libzookeeper then tries the next server, as after any error).
+zkc=$client/src/zookeeper.c
+sel='rc = select(sock + 1, &s_rfds, &s_wfds, NULL, &tv);'
+if [[ $(grep -F -A1 "$sel" "$zkc" || true) == *'if (rc == -1) {'* ]]; then
+  sed -i "/$sel/{n;s/if (rc == -1) {/if (rc <= 0) {/}" "$zkc"
+  [[ $(grep -F -A1 "$sel" "$zkc") == *'if (rc <= 0) {'* ]] \
+    || die "patching the TLS handshake's wait failed"
+fi
+
 # The library, and its cli as a link check (a symbol the library needs and
 # nothing defines fails here, not when the core loads); no tests
 # (cppunit), no SASL. An implicit declaration is an error for the same

@@ -128,6 +128,39 @@ describe("tls #tls", function()
         assert_tls_failure("TLS handshake failed", connect(tls_of(alice), server.hosts))
     end)
 
+    it("a server that takes the connection and never answers the handshake: connect ends "
+       .. "at its timeout (was never: libzookeeper's handshake loop had no end)", function()
+        local fd, port = assert(proc.tcp_listen("127.0.0.1", 0))
+        finally(function() proc.sys.C.zkh_close(fd) end)
+        -- in a process of its own: on the old library connect (its close of
+        -- the session) never returned, and this spec must end
+        local cwd = os.getenv("PWD") or "."
+        local script, log = zk.tmpdir() .. "/blackhole.lua", zk.tmpdir() .. "/blackhole.log"
+        assert(proc.write_file(script, ([[
+            local zkcoord = require "zkcoord"
+            local t0 = require("zkcoord.core").now()
+            local c, err, detail = zkcoord.connect { servers = "127.0.0.1:%d",
+                connect_timeout = 2, tls = { ca = %q, certfile = %q, keyfile = %q } }
+            io.write(tostring(c), " ", tostring(err), " ", tostring(detail), " ",
+                     require("zkcoord.core").now() - t0)
+        ]]):format(port, certs.ca, alice.certfile, alice.keyfile)))
+        local pid = assert(proc.spawn({ "luajit", script }, { stdout = log, stderr = log, env = {
+            LUA_PATH = cwd .. "/lua/?.lua;" .. cwd .. "/lua/?/init.lua;;",
+            LUA_CPATH = cwd .. "/" .. (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";;",
+        } }))
+        -- connect_timeout, plus one attempt's handshake wait (1 s) to close
+        -- the session, plus a margin for load
+        local exited = proc.wait_exit(pid, 2 + 1 + 7)
+        if not exited then
+            proc.kill(pid, "KILL")
+            proc.wait_exit(pid, 5)
+        end
+        assert.truthy(exited, "connect did not return: " .. tostring(proc.read_file(log)))
+        local out = proc.read_file(log) or ""
+        assert.matches("^nil timeout no ZooKeeper server answered within 2s at .* over TLS ",
+                       out)
+    end)
+
     it("raises on a tls table libzookeeper cannot take", function()
         local function raises(t, pattern)
             local ok, err = pcall(zkcoord.connect, { servers = server.tls_hosts, tls = t })
