@@ -50,12 +50,12 @@ add_deb_src() {
 }
 
 # The source tree: the user's, or the installed version's source package.
+rm -rf "$work"; mkdir -p "$work"
 if [ -n "${ZKCOORD_ZK_SOURCE:-}" ]; then
   srctree=$ZKCOORD_ZK_SOURCE
 else
   version=$(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null) \
     || die "zookeeper is not installed (or set ZKCOORD_ZK_SOURCE)"
-  rm -rf "$work"; mkdir -p "$work"
   # (not a pipe into grep -q: apt-cache's SIGPIPE would fail it under pipefail)
   srcs=$(apt-cache showsrc zookeeper 2>/dev/null || true)
   if ! grep -qx "Version: $version" <<<"$srcs"; then
@@ -67,10 +67,18 @@ else
     || { cat "$prefix/apt-source.log" >&2; die "apt-get source zookeeper=$version failed"; }
   srctree=$(find "$work" -maxdepth 1 -mindepth 1 -type d -name 'zookeeper-*' | head -n 1)
 fi
-client=$srctree/zookeeper-client/zookeeper-client-c
-[ -f "$client/CMakeLists.txt" ] || die "no C client in $srctree ($client)"
+[ -n "$srctree" ] && [ -f "$srctree/zookeeper-client/zookeeper-client-c/CMakeLists.txt" ] \
+  || die "no C client in $srctree (zookeeper-client/zookeeper-client-c)"
 jutefile=$srctree/zookeeper-jute/src/main/resources/zookeeper.jute
 [ -f "$jutefile" ] || die "no $jutefile"
+# A copy of the C client (and the CMake modules it finds at ../../tools):
+# the changes below never touch the user's tree.
+mkdir -p "$work/src/zookeeper-client"
+cp -r "$srctree/zookeeper-client/zookeeper-client-c" "$work/src/zookeeper-client/"
+if [ -d "$srctree/tools/cmake" ]; then
+  mkdir -p "$work/src/tools" && cp -r "$srctree/tools/cmake" "$work/src/tools/"
+fi
+client=$work/src/zookeeper-client/zookeeper-client-c
 
 # The C client's generated sources (zookeeper.jute.c/.h): the source
 # package has the jute grammar, Debian's jute jar the compiler.
@@ -116,5 +124,5 @@ grep -q ' T zookeeper_init_ssl$' <<<"$syms" \
 mkdir -p "$prefix/lib" "$prefix/include/zookeeper"
 cp "$client"/include/*.h "$client/generated/zookeeper.jute.h" "$prefix/include/zookeeper/"
 cp "$work/cmake/libhashtable.a" "$work/cmake/libzookeeper.a" "$prefix/lib/"
-rm -rf "$work"
+rm -rf "$work" "$prefix/apt-source.log"
 echo "build-zkclient-tls: $prefix/lib/libzookeeper.a"

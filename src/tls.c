@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include "tls.h"
@@ -224,6 +226,29 @@ static int handshake(lua_State *L, SSL_CTX *ctx, const char *host, const char *p
     return rc;
 }
 
+/* handshake() with SIGPIPE blocked in this thread: OpenSSL writes with
+ * write(), and a server that refused us may have closed by the time
+ * "ruok" goes out. A SIGPIPE that this raised is taken off the thread. */
+static int handshake_nosigpipe(lua_State *L, SSL_CTX *ctx, const char *host,
+                               const char *port, double timeout)
+{
+    sigset_t pipe_set, old, pending;
+    int n, was_pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE);
+    n = handshake(L, ctx, host, port, timeout);
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = { 0, 0 };
+        (void)sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return n;
+}
+
 /* core.tls_check(ca, cert, key, passwd|nil [, host, port, timeout_s])
  *   -> true | nil, why, detail
  * why: "files" (a file does not load; detail names it and OpenSSL's reason),
@@ -254,7 +279,7 @@ int tls_check(lua_State *L)
         lua_pushboolean(L, 1);
         return 1;
     }
-    n = handshake(L, ctx, host, port, timeout);
+    n = handshake_nosigpipe(L, ctx, host, port, timeout);
     SSL_CTX_free(ctx);
     return n;
 }
