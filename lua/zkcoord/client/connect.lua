@@ -288,13 +288,13 @@ function _M.connect(opts)
     end
     core.set_log_level(o.zk_log_level)
 
-    local q, qerr, qdetail = core.completions()
-    if not q then
-        return nil, qerr, qdetail
-    end
     local tok, terr, tdetail = tls.check_files(c.tls)
     if not tok then
         return nil, terr, tdetail
+    end
+    local q, qerr, qdetail = core.completions()
+    if not q then
+        return nil, qerr, qdetail
     end
     local self, werr, wdetail = new_client(c, q)
     if not self then
