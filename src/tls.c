@@ -47,8 +47,11 @@ static int unreadable(lua_State *L, const char *what, const char *path)
     return 1;
 }
 
+/* `system_cas`: also the system's CAs, as libzookeeper does; a check of
+ * the files alone skips them (parsing the system's bundle is most of its
+ * cost: 17 ms of 17.5 here). */
 static SSL_CTX *load_ctx(lua_State *L, const char *ca, const char *cert,
-                         const char *key, const char *passwd)
+                         const char *key, const char *passwd, int system_cas)
 {
     SSL_CTX *ctx;
     const char *what = "cannot make a TLS context";
@@ -63,7 +66,7 @@ static SSL_CTX *load_ctx(lua_State *L, const char *ca, const char *cert,
     if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1)
         goto fail;
     what = "cannot load the system's CAs";
-    if (SSL_CTX_set_default_verify_paths(ctx) != 1)
+    if (system_cas && SSL_CTX_set_default_verify_paths(ctx) != 1)
         goto fail;
     what = "cannot load the client certificate (certfile)";
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
@@ -266,7 +269,7 @@ int tls_check(lua_State *L)
     SSL_CTX *ctx;
     int n;
     ERR_clear_error();
-    ctx = load_ctx(L, ca, cert, key, passwd);
+    ctx = load_ctx(L, ca, cert, key, passwd, host != NULL);
     if (!ctx) {
         lua_pushnil(L);
         lua_insert(L, -2);
