@@ -8,6 +8,7 @@
 #                scripts/build-zkclient-tls.sh builds (once) with OpenSSL;
 #                use it with ZKCOORD_CPATH="build-tls/lib/?.so" (checkout) or
 #                install it in place of the rock's core
+#   --tls --sanitize  the same with ASan+UBSan, into build-tls-asan/lib/zkcoord/core.so
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--sanitize" ]; then
@@ -21,6 +22,12 @@ elif [ "${1:-}" = "--lua" ]; then
   cmake -S . -B "build-lua$v" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLUA_INCDIR="$inc" \
         -DZKCOORD_OUTPUT_DIR="$PWD/build-lua$v/lib/zkcoord" >/dev/null
   cmake --build "build-lua$v" -j 2 >/dev/null
+elif [ "${1:-}" = "--tls" ] && [ "${2:-}" = "--sanitize" ]; then
+  bash scripts/build-zkclient-tls.sh
+  cmake -S . -B build-tls-asan -DCMAKE_BUILD_TYPE=Debug -DZKCOORD_TLS=ON -DZKCOORD_SANITIZE=ON \
+        -DZKCOORD_TLS_PREFIX="$PWD/build/zkclient-tls" \
+        -DZKCOORD_OUTPUT_DIR="$PWD/build-tls-asan/lib/zkcoord" >/dev/null
+  cmake --build build-tls-asan -j 2 >/dev/null
 elif [ "${1:-}" = "--tls" ]; then
   bash scripts/build-zkclient-tls.sh
   cmake -S . -B build-tls -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZKCOORD_TLS=ON \
