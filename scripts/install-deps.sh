@@ -13,6 +13,7 @@ pkgs=(
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
   libssl-dev   # scripts/build-zkclient-tls.sh: libzookeeper with OpenSSL (the TLS core)
+  openssl      # spec/helpers/tlscerts.lua: the test certificates (keytool comes with the JDK)
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
   python3-kazoo   # spec/work_queue_spec.lua: kazoo's LockingQueue takes our items
 )
