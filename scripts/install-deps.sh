@@ -12,6 +12,8 @@ pkgs=(
   lua-busted luarocks lua-check lua-ldoc git
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
+  libssl-dev   # scripts/build-zkclient-tls.sh: libzookeeper with OpenSSL (the TLS core)
+  openssl      # spec/helpers/tlscerts.lua: the test certificates (keytool comes with the JDK)
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
   libcurator-discovery-java   # spec/service_discovery_spec.lua: Curator's ServiceDiscovery
   lua-cjson   # zkcoord.service_discovery reads Curator's JSON

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds the normal and the
-# ASan+UBSan core, runs luacheck, checks the API reference is current, runs
-# every busted spec against real ZooKeeper servers with each build, and
-# packs and installs the rock as a non-root user and runs its smoke test on
-# Lua 5.1, 5.2, 5.3, 5.4 and LuaJIT. Ends with "N passed, N failed".
+# The whole test suite: installs what is missing, builds the normal, the
+# ASan+UBSan and the TLS cores (scripts/build.sh --tls, normal and
+# ASan+UBSan), runs luacheck, checks the API reference is current, runs
+# every busted spec against real ZooKeeper servers with each build
+# (spec/tls_spec.lua also with the TLS cores), and packs and installs the
+# rock as a non-root user and runs its smoke test on Lua 5.1, 5.2, 5.3, 5.4
+# and LuaJIT. Ends with "N passed, N failed".
 #
 # Each spec file runs in its own busted process (its own ZooKeeper servers,
 # on ports spec/helpers reserves across processes), ZKCOORD_TEST_JOBS at a
@@ -49,6 +51,10 @@ fi
 bash scripts/build.sh || exit 1
 if [ "$quick" = 0 ]; then
   bash scripts/build.sh --sanitize || exit 1
+  # the TLS core for spec/tls_spec.lua (its libzookeeper is built once per
+  # checkout, in build/zkclient-tls)
+  bash scripts/build.sh --tls || exit 1
+  bash scripts/build.sh --tls --sanitize || exit 1
 fi
 
 passed=0; failed=0
@@ -82,6 +88,16 @@ run_sanitized() {
     busted -o utfTerminal --exclude-tags=slow,nosan "${bargs[@]}" "$1"
 }
 run_rock() { bash scripts/rock-smoke.sh; }
+# spec/tls_spec.lua with the TLS core (with the others it only checks that
+# connect's tls option raises)
+run_tls() { ZKCOORD_CPATH="build-tls/lib/?.so" busted -o utfTerminal "${bargs[@]}" "$1"; }
+run_tls_sanitized() {
+  LD_PRELOAD="$asan $ubsan" \
+  ASAN_OPTIONS="detect_leaks=0:abort_on_error=1" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  ZKCOORD_CPATH="build-tls-asan/lib/?.so" \
+    busted -o utfTerminal --exclude-tags=slow,nosan "${bargs[@]}" "$1"
+}
 
 # Job list: "kind file"; the rock smoke (one long job) starts first.
 queue=()
@@ -89,6 +105,9 @@ if [ "$quick" = 0 ]; then queue+=("rock -"); fi
 for f in "${files[@]}"; do queue+=("normal $f"); done
 if [ "$quick" = 0 ]; then
   for f in "${files[@]}"; do queue+=("sanitized $f"); done
+  for f in "${files[@]}"; do
+    if [ "$f" = spec/tls_spec.lua ]; then queue+=("tls $f" "tls_sanitized $f"); fi
+  done
 fi
 
 logname() { echo "$logdir/$1-$(basename "$2" .lua).log"; }

@@ -17,6 +17,7 @@
 #include "probe.h"
 #include "process.h"
 #include "session.h"
+#include "tls.h"
 
 /* CMake defines it from lua/zkcoord/version.lua, the only place it is set. */
 #ifndef ZKCOORD_CORE_VERSION
@@ -297,5 +298,10 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
     lua_setfield(L, -2, "_VERSION");
     lua_pushstring(L, ZOO_VERSION);
     lua_setfield(L, -2, "zookeeper_version");
+#ifdef HAVE_OPENSSL_H
+    /* linked with a libzookeeper built with OpenSSL (ZKCOORD_TLS) */
+    lua_pushcfunction(L, tls_check);
+    lua_setfield(L, -2, "tls_check");
+#endif
     return 1;
 }

@@ -817,7 +817,9 @@ static int session_gc(lua_State *L)
 }
 
 /* core.open(queue, hosts, timeout_s, serial, [session_id_hex, password],
- *           [resolve_interval_s: -1 never (but on connection loss), 0 every poll]) */
+ *           [resolve_interval_s: -1 never (but on connection loss), 0 every poll],
+ *           [tls: "ca,cert,key[,passwd]", zookeeper_init_ssl's string; a core
+ *            with core.tls_check only]) */
 int session_open(lua_State *L)
 {
     zkq *q = completions_check(L, 1);
@@ -828,11 +830,15 @@ int session_open(lua_State *L)
     size_t plen = 0;
     const char *passwd = luaL_optlstring(L, 6, NULL, &plen);
     double resolve = luaL_optnumber(L, 7, 60);
+    const char *tls = luaL_optstring(L, 8, NULL);
     clientid_t cid, *cidp = NULL;
     session *s;
     session_ctx *ctx;
     int rc;
     luaL_argcheck(L, timeout > 0, 3, "session timeout must be positive");
+#ifndef HAVE_OPENSSL_H
+    luaL_argcheck(L, tls == NULL, 8, "this core has no TLS (build it: scripts/build.sh --tls)");
+#endif
     if (hex) {
         luaL_argcheck(L, convert_parse_hex64(hex, &cid.client_id), 5, "bad session id");
         luaL_argcheck(L, passwd && plen == sizeof(cid.passwd), 6, "password must be 16 bytes");
@@ -856,6 +862,11 @@ int session_open(lua_State *L)
     s->pid = getpid();
     s->fork_gen = fork_generation;
     errno = 0;
+#ifdef HAVE_OPENSSL_H
+    if (tls)
+        s->zh = zookeeper_init_ssl(hosts, tls, session_watcher, (int)(timeout * 1000), cidp, ctx, 0);
+    else
+#endif
     s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
     if (!s->zh) {
         int e = errno;

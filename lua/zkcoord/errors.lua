@@ -25,6 +25,8 @@ _M.own = {
     forked = "used from another process than the one that opened the session",
     interrupted = "the wait was cancelled",
     unknown = "a write's reply was lost and its deadline passed: it may or may not have happened",
+    tls = "a TLS connection failed: a file that does not load, a certificate refused, "
+          .. "a handshake that fails (connect)",
 }
 
 

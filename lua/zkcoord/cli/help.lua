@@ -25,6 +25,9 @@ usage: zkcoord [--servers HOSTS] [--session-timeout S] [--connect-timeout S]
   services [--dubbo] BASE [NAME]
 
 Servers: --servers, else $ZKCOORD_SERVERS, else 127.0.0.1:2181.
+TLS: --tls-ca FILE --tls-cert FILE --tls-key FILE (PEM), else $ZKCOORD_TLS_CA,
+$ZKCOORD_TLS_CERT, $ZKCOORD_TLS_KEY; an encrypted key's password only in
+$ZKCOORD_TLS_KEY_PASSWORD. Needs a core built with TLS (scripts/build.sh --tls).
 `zkcoord VERB --help` (or `zkcoord help VERB`) describes a verb;
 `zkcoord --version` (-V) prints the version.
 Exit status: 0 ok, 1 runtime failure, 64 usage, 69 no server reachable,

@@ -40,7 +40,8 @@ end
 
 local GLOBAL = { ["--servers"] = "string", ["--session-timeout"] = "number",
                  ["--connect-timeout"] = "number", ["--chroot"] = "string",
-                 ["--auth"] = "string" }
+                 ["--auth"] = "string",
+                 ["--tls-ca"] = "string", ["--tls-cert"] = "string", ["--tls-key"] = "string" }
 
 local function run(args)
     local g, i = args_mod.parse_opts(nil, args, 1, GLOBAL)

@@ -1,6 +1,6 @@
 -- zkcoord.cli.session: the command's ZooKeeper client: connect from the
 -- global options (--servers, --session-timeout, --connect-timeout,
--- --chroot, --auth), a failure to reach the servers ending the command with
+-- --chroot, --auth, --tls-*), a failure to reach the servers ending the command with
 -- status 69; every client made is closed by close_all() when the command
 -- ends, whatever happens. Not a public API.
 local zkcoord = require "zkcoord"
@@ -53,6 +53,29 @@ local function interruptible(watch)
     end }
 end
 
+-- connect's tls option: --tls-ca, --tls-cert, --tls-key, else
+-- $ZKCOORD_TLS_CA, $ZKCOORD_TLS_CERT, $ZKCOORD_TLS_KEY; the key's password
+-- only from $ZKCOORD_TLS_KEY_PASSWORD (an argument shows in ps). Nil
+-- when none is given.
+local function tls_option(g)
+    local function pick(v, env)
+        v = v or os.getenv(env)
+        return v ~= "" and v or nil
+    end
+    local ca, cert = pick(g.tls_ca, "ZKCOORD_TLS_CA"), pick(g.tls_cert, "ZKCOORD_TLS_CERT")
+    local key = pick(g.tls_key, "ZKCOORD_TLS_KEY")
+    if not (ca or cert or key) then
+        return nil
+    end
+    if not (ca and cert and key) then
+        usage(nil, "zkcoord: TLS needs --tls-ca, --tls-cert and --tls-key "
+                   .. "(or $ZKCOORD_TLS_CA, $ZKCOORD_TLS_CERT, $ZKCOORD_TLS_KEY)")
+    end
+    return { ca = ca, certfile = cert, keyfile = key,
+             keyfile_password = pick(nil, "ZKCOORD_TLS_KEY_PASSWORD") }
+end
+
+
 -- held: for lock and elect. libzookeeper notices a silent connection after
 -- 2/3 of the session timeout; counting the session lost 1/4 of it later
 -- (the library's lost_after; by default a whole timeout later) sends CMD its
@@ -77,6 +100,7 @@ function _M.connect(g, held, sigfd, deadline)
         end
         opts.auth = { scheme = "digest", credentials = g.auth }
     end
+    opts.tls = tls_option(g)
     if opts.session_timeout <= 0 or opts.connect_timeout <= 0 then
         usage(nil, "zkcoord: --session-timeout and --connect-timeout must be > 0")
     end

@@ -12,6 +12,7 @@ local metrics = require "zkcoord.metrics"
 local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
+local tls = require "zkcoord.client.tls"
 
 local setmetatable, pairs, ipairs, error, tostring, tonumber =
     setmetatable, pairs, ipairs, error, tostring, tonumber
@@ -35,6 +36,7 @@ local function new_client(c, q)
         _chroot = c.chroot,
         _max_path = o.max_packet_size - options.PACKET_OVERHEAD - #c.chroot,
         _auth = c.auth,
+        _tls = c.tls,             -- client/tls.lua's check of the tls option, or nil
         _acl = acl.normalize(o.acl, "connect", 1),
         _retry = c.retry,
         -- the sync reads': at request_timeout, the last try's error
@@ -168,6 +170,23 @@ function _M:_not_zookeeper(state, s, t)
 end
 
 
+-- With tls, libzookeeper tries a handshake that fails again until the
+-- timeout and says nothing: when no server answered within
+-- tls.CHECK_AFTER, a handshake of our own to each says why (client/tls.lua).
+-- Nil, or why.
+local function tls_failure(self, answered, o, endpoints)
+    if not self._tls then
+        return nil
+    end
+    local first = math.min(tls.CHECK_AFTER, o.connect_timeout / 2)
+    if self:wait_state(answered, first) then
+        return nil
+    end
+    return tls.failure(self._tls, self._waiter, endpoints,
+                       o.connect_timeout - first - PROBE_TIMEOUT)
+end
+
+
 -- Waits for the first connection, then for the credentials: the first
 -- create must already carry them (creator_all ACLs).
 local function await_connected(self, o, endpoints)
@@ -175,7 +194,12 @@ local function await_connected(self, o, endpoints)
     local function answered(st)
         return st == "connected" or self._not_zookeeper_detail ~= nil
     end
-    local connected = self:wait_state(answered, o.connect_timeout - PROBE_TIMEOUT)
+    local tls_why = tls_failure(self, answered, o, endpoints)
+    if tls_why then
+        self:close()
+        return nil, "tls", tls_why
+    end
+    local connected = self:wait_state(answered, deadline - PROBE_TIMEOUT - now())
     local refused
     if not connected and self._state == "connecting" then
         refused = all_refused(self._waiter, endpoints)
@@ -197,8 +221,9 @@ local function await_connected(self, o, endpoints)
         elseif refused then
             return nil, "connectionloss", "connection refused by " .. refused
         end
-        return nil, "timeout", ("no ZooKeeper server answered within %gs at %s")
-                               :format(o.connect_timeout, self._hosts)
+        return nil, "timeout", ("no ZooKeeper server answered within %gs at %s%s")
+                               :format(o.connect_timeout, self._hosts, self._tls
+                                       and " over TLS" or "")
     end
     for _, f in ipairs(self._auth_futures or {}) do
         local aok, aerr = f:wait(o.connect_timeout)
@@ -248,6 +273,8 @@ end
 ---@field reconnect boolean? open a new session by itself after expiry (default true)
 ---@field lost_after number? seconds "suspended" before the session counts as lost
 ---                          (default and at most: the session timeout)
+---@field tls table? { ca =, certfile =, keyfile =, keyfile_password =, verify = true }:
+---                  TLS with a client certificate (a core built with TLS; README "TLS")
 
 --- Opens a session and waits (at most connect_timeout) until it is connected.
 ---@param opts zkcoord.connect_opts
@@ -262,6 +289,10 @@ function _M.connect(opts)
     end
     core.set_log_level(o.zk_log_level)
 
+    local tok, terr, tdetail = tls.check_files(c.tls)
+    if not tok then
+        return nil, terr, tdetail
+    end
     local q, qerr, qdetail = core.completions()
     if not q then
         return nil, qerr, qdetail
@@ -303,7 +334,8 @@ end
 function _M:_open_session(sid, password)
     self._serial = self._serial + 1
     local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
-                                     self._serial, sid, password, self._opts.resolve_interval)
+                                     self._serial, sid, password, self._opts.resolve_interval,
+                                     self._tls and self._tls.string)
     if not s then
         return nil, err, detail
     end

@@ -4,6 +4,7 @@
 -- Plain functions on the options table: each raises
 -- "bad argument #1 to 'connect' (...)" before anything reaches the C core.
 local checks = require "zkcoord.client.checks"
+local tls = require "zkcoord.client.tls"
 
 local util = require "zkcoord.util"
 local argerror, check_seconds = util.argerror, util.check_seconds
@@ -33,6 +34,7 @@ local OPTION_KEYS = {
     max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string", resolve_interval = "number",
     lost_after = "number", handshake_timeout = "number", tracer = "function",
+    tls = "table",
 }
 
 -- Bytes a request adds around its path and data: length, xid, type,
@@ -277,7 +279,7 @@ end
 
 --- Checks connect's argument (a servers string or an options table) and
 --- returns what the client needs: { opts =, hosts =, endpoints =, chroot =,
---- auth =, retry = }.
+--- auth =, retry =, tls = (client/tls.lua's check) }.
 function _M.check(opts)
     local o = merge(opts)
     check_timeouts(o)
@@ -304,7 +306,7 @@ function _M.check(opts)
     check_limits(o)
     check_resume(o.session_id, o.session_password)
     return { opts = o, hosts = hosts, endpoints = endpoints, chroot = chroot, auth = auth,
-             retry = retry }
+             retry = retry, tls = tls.check(o.tls, bad) }
 end
 
 

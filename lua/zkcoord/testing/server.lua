@@ -42,8 +42,15 @@ local function classpath(opts, confdir)
         return table.concat({ confdir, home .. "/lib/*", home .. "/*" }, ":")
     end
     local cp = { confdir, "/usr/share/java/zookeeper.jar" }
-    for _, jar in ipairs({ "/usr/share/java/slf4j-log4j12.jar",
-            "/usr/share/java/log4j-1.2.jar" }) do
+    local jars = { "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar" }
+    if opts.tls then
+        -- NettyServerCnxnFactory: the manifest names netty's handler,
+        -- transport and buffer, not what they need in turn
+        for _, j in ipairs({ "codec", "resolver", "transport-native-unix-common" }) do
+            jars[#jars + 1] = "/usr/share/java/netty-" .. j .. ".jar"
+        end
+    end
+    for _, jar in ipairs(jars) do
         if file_exists(jar) then
             cp[#cp + 1] = jar
         end
@@ -106,6 +113,11 @@ local function write_config(s, opts, server_lines)
     for _, l in ipairs(server_lines or {}) do
         lines[#lines + 1] = l
     end
+    if opts.tls then
+        for _, l in ipairs(opts.tls:server_lines(s.tls_port)) do
+            lines[#lines + 1] = l
+        end
+    end
     for _, l in ipairs(extra_lines(opts.extra)) do
         lines[#lines + 1] = l
     end
@@ -127,6 +139,15 @@ local function new_server(dir, port, opts, cleanup_dir)
         owner = proc.getpid(),
         cleanup_dir = cleanup_dir or dir,
     }, Server)
+    if opts.tls then
+        -- a TLS port beside the plain one (which the readiness checks use)
+        local err
+        s.tls_port, err = proc.free_port()
+        if not s.tls_port then
+            return nil, err
+        end
+        s.tls_hosts = "127.0.0.1:" .. s.tls_port
+    end
     local ok, err = proc.mkdir_p(dir .. "/data")
     if not ok then
         return nil, err
@@ -365,7 +386,9 @@ end
 
 -- Starts a standalone server. opts: tick_time (ms, default 500), extra
 -- (cfg lines), port, jvm_flags, java, classpath, zookeeper_home, log_level,
--- timeout (ready, default 30 s).
+-- timeout (ready, default 30 s), tls (certificates from helpers.tlscerts:
+-- also a TLS port that needs a client certificate, s.tls_port and
+-- s.tls_hosts, with the x509 ACL scheme).
 function _M.start(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start: opts must be a table")
