@@ -73,9 +73,9 @@ describe("chaos over the rest of the catalog #zk #slow", function()
 
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
-    local RUNS = { { "cohort_lock", "cohort_rwlock" }, { "multi_lock", "semaphore" }, { "barrier" },
-                   { "double_barrier" }, { "work_queue" }, { "group", "partitioner",
-                                                              "persistent_node" } }
+    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" }, { "barrier" },
+                   { "double_barrier" },
+                   { "work_queue", "group", "partitioner", "persistent_node" } }
 
     for _, run in ipairs(RUNS) do
         local list = table.concat(run, ",")

@@ -398,6 +398,9 @@ end
 -- The timeout of a wait a try-once never makes (the join batch's shared
 -- listing, the walk's reads): what is left of the deadline.
 function _M:_reply_wait(deadline)
+    if self._try then
+        return nil     -- not reached: a try-once reads its own listing (_reply)
+    end
     return remaining(deadline)
 end
 

@@ -141,8 +141,13 @@ local function servers_up(w)
     end
     local rok, rerr = w.ens:wait_ready(180)
     w.dlog("ensemble_ready", { ok = rok and 1 or 0, err = rerr and rerr:sub(1, 200) })
-    if w.server_busy then
+    -- the server fault under way ends now that the ensemble is ready (its
+    -- probe is rate limited: left open, the fault would cover the whole
+    -- settle phase, and no probe of it could be judged)
+    local deadline = now() + 10
+    while w.server_busy and now() < deadline do
         faults.watch_server(w)
+        proc.sleep(0.05)
     end
 end
 
