@@ -928,13 +928,13 @@ describe("zkcoord command #zk", function()
         end)
     end)
 
-    describe("the README's cron.d example", function()
+    describe("the cron.d example (docs/command.md)", function()
         -- The block as cron reads it: one entry a line, NAME=value lines set
         -- the environment, an entry is 5 time fields, the user, the command.
         local function crontab()
-            local readme = assert(proc.read_file(ROOT .. "/README.md"))
+            local readme = assert(proc.read_file(ROOT .. "/docs/command.md"))
             local block = readme:match("```sh\n(# /etc/cron%.d/[^\n]*\n.-)```")
-            assert.truthy(block, "no cron.d block in README.md")
+            assert.truthy(block, "no cron.d block in docs/command.md")
             local vars, entries = {}, {}
             for l in block:gmatch("[^\n]+") do
                 if not l:match("^%s*#") then

@@ -1,5 +1,5 @@
 -- Every example runs as written against a real server (as the README's
--- demo runs them), and so does the README's Synopsis: each in a process of
+-- demo runs them), and so do the README's first example and the Synopsis: each in a process of
 -- its own with ZKCOORD_SERVERS set, exit status 0, and the lines that show
 -- it did what it says.
 local zk = require "helpers.zk"
@@ -15,11 +15,27 @@ local function run(cmd, seconds)
     return rc == 0 or rc == true, text
 end
 
--- The lua code block that follows `heading` in the README.
-local function readme_block(heading)
-    local readme = assert(proc.read_file("README.md"))
-    local at = assert(readme:find("\n" .. heading, 1, true), heading)
-    return assert(readme:match("```lua\n(.-)```", at))
+-- The first lua code block after `heading` (nil: the first) in `file`.
+local function lua_block(file, heading)
+    local text = assert(proc.read_file(file))
+    local at = 1
+    if heading then
+        at = assert(text:find("\n" .. heading, 1, true), heading)
+    end
+    return assert(text:match("```lua\n(.-)```", at))
+end
+
+-- Runs a documented block with the test server: `servers = "..."` becomes
+-- ZKCOORD_SERVERS; `prelude` defines what the reader brings.
+local function run_block(code, prelude)
+    code = code:gsub('servers = "[^"]*"', 'servers = os.getenv("ZKCOORD_SERVERS")')
+    local file = os.tmpname()
+    assert(proc.write_file_atomic(file, "package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n"
+                                  .. "package.cpath = 'lua/?.so;' .. package.cpath\n"
+                                  .. (prelude or "") .. code))
+    local ok, out = run("luajit " .. file)
+    os.remove(file)
+    return ok, out
 end
 
 local EXAMPLES = {
@@ -68,16 +84,16 @@ describe("examples #zk #nosan", function()
         p:close()
     end)
 
-    it("the README's Synopsis runs as written", function()
-        local code = readme_block("Synopsis\n========\n")
-        -- its servers are the test server's; do_the_job is the reader's own
-        code = code:gsub('servers = "[^"]*"', 'servers = os.getenv("ZKCOORD_SERVERS")')
-        code = "local function do_the_job(token) print('job with token', token) end\n" .. code
-        local file = os.tmpname()
-        assert(proc.write_file_atomic(file, "package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n"
-                                      .. "package.cpath = 'lua/?.so;' .. package.cpath\n" .. code))
-        local ok, out = run("luajit " .. file)
-        os.remove(file)
+    it("the README's first example runs as written", function()
+        local ok, out = run_block(lua_block("README.md"))
+        assert.is_true(ok, out)
+        assert.truthy(out:find("holding, fencing token\t%d+"), out)
+        assert.truthy(out:find("leading", 1, true), out)
+    end)
+
+    it("the Synopsis (docs/client.md) runs as written", function()
+        local ok, out = run_block(lua_block("docs/client.md", "## Synopsis"),
+            "local function do_the_job(token) print('job with token', token) end\n")
         assert.is_true(ok, out)
         assert.truthy(out:find("job with token\t%d+"), out)
     end)
