@@ -98,6 +98,44 @@ describe("line walk #zk", function()
         end
     end)
 
+    it("after a reconnection, the waiter behind a lock of this process reads its own node", function()
+        -- The proof "our own node's delete would have come first" holds on
+        -- one connection only: events set again after a reconnection may
+        -- come in any order, so the waiter must ask (before: no request).
+        local tcpproxy = require "helpers.tcpproxy"
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        local first, second = pc:lock("/rc"), pc:lock("/rc")
+        local released, through = false, false
+        pc:spawn(function()
+            assert(first:acquire(5))
+            while not released do pc:waiter():sleep(0.02) end
+            first:release()
+        end)
+        pc:spawn(function()
+            assert(second:acquire(30))
+            through = true
+            second:release()
+        end)
+        assert.truthy(run_until(pc, function()
+            local kids = other:children("/rc")
+            return kids and #kids == 2
+        end), "the two did not join")
+        assert.truthy(run_until(pc, settled(pc)))
+        local conn = pc:connection()
+        proxy:cut()
+        assert.truthy(run_until(pc, function()
+            return pc:connection() > conn and pc:state() == "connected"
+        end), "no reconnection")
+        local reads = sent(pc, "exists") + sent(pc, "get")
+        released = true
+        assert.truthy(run_until(pc, function() return through end), "the second never got through")
+        assert.is_true(sent(pc, "exists") + sent(pc, "get") > reads,
+                       "through on a proof made on the connection before")
+        pc:close()
+        proxy:stop()
+    end)
+
     it("walks down what it saw when its entry goes, a middle one deleted first", function()
         local n = foreign("/w", 3)    -- a, b, cc below our waiter
         for i = 1, WALK_LINE do  -- a long line (other children count): walking pays

@@ -194,6 +194,7 @@ function _M.new(client, parent, driver, data)
         _passed_below = nil,
         _mine = nil,      -- our node, while its watch (line.walk's _watch_mine) is ours
         _mine_state = nil,    -- "asked", "armed", "gone" or "off"
+        _mine_conn = nil,     -- the client's connection() when it was armed
     }, mt)
 end
 

@@ -57,6 +57,7 @@ local function new_client(c, q)
         _enders = {},             -- serial -> side handle ending a session we left (nodes.lua)
         _ender_serial = 0,        -- the last one's serial (negative)
         _dropped = 0,             -- handshakes the watchdog dropped (src/reconnect.c), logged
+        _connections = 0,         -- connections made (client:connection())
         _closed = false,
         _metrics = metrics.new { tracer = o.tracer },  -- zkcoord.metrics: always kept
     }, _M.mt)

@@ -215,6 +215,17 @@ function _M:serial()
 end
 
 
+--- Contract, for recipes: how many times this client has connected (a
+--- new connection, in the same session or a new one). Watch events of one
+--- connection arrive in the order of the changes; across a reconnection
+--- they may not (zkcoord.line.walk's proof needs one connection).
+---@return integer
+--- @local
+function _M:connection()
+    return self._connections
+end
+
+
 --- The state for a state answer (`held()`, `is_leader()` ...): like
 --- `state()`, and with a waiter that runs callbacks inline (blocking) the
 --- callbacks already queued run first, so that what reached the process

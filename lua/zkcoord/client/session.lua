@@ -287,6 +287,7 @@ function _M:_session_event(state)
                               :format(now() - self._suspended_at))
         end
         self._suspended_at = nil
+        self._connections = self._connections + 1
         self:_set_state("connected")
         self:_resend_deletes()
         self:_delete_lost_nodes()

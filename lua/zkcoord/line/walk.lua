@@ -25,9 +25,9 @@
 --     then: through without any request (a line of coroutines or nginx
 --     requests hands over from one to the next like this); else the walk
 --     reads our own node only. After a reconnection the two events may
---     come in either order; ours coming second is then like a node deleted
---     just after we got through (on_lost reports it when registered). A
---     kept entry with that proof ends the walk at it.
+--     come in either order, so the proof holds only on the connection our
+--     own watch was set on (client:connection()): after another, the walk
+--     reads our own node. A kept entry with that proof ends the walk at it.
 --   * When more were below than it kept, it lists the line as before: one
 --     listing beats many reads.
 -- A rule with an `above` set (rwlock's writer: a downgraded reader that
@@ -176,6 +176,7 @@ local function mine_reply(p, ctx)
     end
     if p.rc == 0 then
         self._mine_state = "armed"
+        self._mine_conn = self.client:connection()    -- the order of events holds on it
     else
         -- Gone already (an exists on a missing node would wait for its
         -- creation: remove that watch), or not asked: the walk asks.
@@ -256,8 +257,10 @@ function _M:_walk(gone, from, deadline)
         local st = self._mine_state
         if st == "gone" then
             return nil    -- deleted while we waited: the listing shows it, enter() joins again
-        elseif st == "armed" and proved then
-            return self:_walk_end()    -- nothing to ask: the order of events told us
+        elseif st == "armed" and proved and self._mine_conn == self.client:connection() then
+            -- nothing to ask: on one connection the order of events told
+            -- us (after a reconnection the read below decides)
+            return self:_walk_end()
         end
     end
     local client = self.client
