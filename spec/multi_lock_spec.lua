@@ -35,6 +35,45 @@ describe("multi_lock #zk", function()
         assert.is_true(other:lock("/a"):acquire(1))
     end)
 
+    it("a lock lost while the others are taken is taken again: true means all are held", function()
+        -- Seen in a chaos run: /a taken, the session expires while /b is
+        -- waited for, /b taken in the new session: acquire said true with
+        -- /a lost (another process held it at that moment).
+        local blocker = other:lock("/b")
+        assert.is_true(blocker:acquire(5))
+        local ml = c:multi_lock({ "/a", "/b" })
+        local res, held, done, released = nil, nil, false, nil
+        c:spawn(function()    -- the owner: held() and release() are its
+            res = { ml:acquire(20) }
+            held = ml:held()
+            while not done do c:waiter():sleep(0.02) end
+            released = ml:release()
+        end)
+        assert.truthy(zk.wait_until(function()
+            c:run(0.02)
+            local kids = other:children("/b")
+            return kids and #kids == 2
+        end, 10), "the multi-lock did not reach /b")
+        assert.truthy(zk.expire_session(c))
+        blocker:release()
+        assert.truthy(zk.wait_until(function() c:run(0.02) return res ~= nil end, 20))
+        assert.same({ true }, res)
+        assert.is_true(held)
+        -- both nodes on the server are of the client's session now
+        local sid = c:session_id()
+        for _, p in ipairs { "/a", "/b" } do
+            local kids = assert(other:children(p))
+            assert.equal(1, #kids, p)
+            local st = assert(other:exists(p .. "/" .. kids[1]))
+            assert.equal(sid, st.ephemeral_owner, p .. " is not held by the live session")
+        end
+        -- and a third party cannot take /a
+        assert.same({ nil, "timeout" }, { other:lock("/a"):acquire(0) })
+        done = true
+        assert.truthy(zk.wait_until(function() c:run(0.02) return released ~= nil end, 5))
+        assert.is_true(released)
+    end)
+
     it("two multi-locks over the same paths in opposite orders never deadlock", function()
         local inside, overlap, done, failures = 0, 0, 0, {}
         for _, paths in ipairs { { "/x", "/y", "/z" }, { "/z", "/y", "/x" } } do

@@ -73,17 +73,33 @@ function _M:acquire(timeout)
     check_self(self, "acquire")
     util.check_timeout(timeout, "acquire", 1)
     local deadline = util.deadline(timeout)
-    for i, l in ipairs(self.locks) do
-        local ok, err = l:acquire(util.remaining(deadline))
-        if not ok then
-            for j = i - 1, 1, -1 do
-                self.locks[j]:release()
+    while true do
+        self._lost = false
+        for i, l in ipairs(self.locks) do
+            local ok, err = l:acquire(util.remaining(deadline))
+            if not ok then
+                for j = i - 1, 1, -1 do
+                    self.locks[j]:release()
+                end
+                return nil, err
             end
-            return nil, err
+        end
+        -- A lock taken first may have been lost while the later ones were
+        -- taken (its session ended meanwhile): all or none, so give them
+        -- all back and take them again, within the same deadline.
+        self.client:current_state()    -- a loss that reached the process, first
+        if self:held() then
+            self._lost = false
+            return true
+        end
+        for i = #self.locks, 1, -1 do
+            self.locks[i]:release()
+        end
+        local left = util.remaining(deadline)
+        if left and left <= 0 then
+            return nil, self.client:is_closed() and "closed" or "timeout"
         end
     end
-    self._lost = false
-    return true
 end
 
 
