@@ -10,7 +10,7 @@ local proc = require "helpers.proc"
 
 local WAIT = 30    -- seconds: the peer's own bound (kazoo_lock.py's WAIT)
 
-describe("layout = \"kazoo\" #zk #kazoo", function()
+describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
     local root, c
 
     before_each(function()

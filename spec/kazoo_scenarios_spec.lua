@@ -7,7 +7,7 @@
 -- false, never an exception).
 local zk = require "helpers.zk"
 
-describe("kazoo's recipe scenarios #zk", function()
+describe("kazoo's recipe scenarios #zk #nosan", function()
     local root, c
 
     before_each(function()

@@ -51,7 +51,7 @@ local function kazoo(hosts, path, args)
 end
 
 
-describe("lease #zk", function()
+describe("lease #zk #nosan", function()
     local root, c, c2, c3, clock
 
     before_each(function()

@@ -199,7 +199,7 @@ describe("the exposition checker", function()
 end)
 
 
-describe("zkcoord.metrics #zk", function()
+describe("zkcoord.metrics #zk #nosan", function()
     local root, admin
 
     lazy_setup(function()
@@ -362,7 +362,7 @@ local HTTP = [[
     }
 ]]
 
-describe("zkcoord.metrics in nginx #zk #ngx", function()
+describe("zkcoord.metrics in nginx #zk #ngx #nosan", function()
     local root, n, admin
 
     lazy_setup(function()

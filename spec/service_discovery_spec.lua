@@ -197,7 +197,7 @@ describe("service_discovery beside Curator #nosan", function()
 
 end)
 
-describe("service_discovery", function()
+describe("service_discovery #nosan", function()
     local admin, c, root
 
     teardown(function()
@@ -406,7 +406,7 @@ end)
 
 -- examples/openresty/gateway.lua as written, in 2 nginx workers: backends
 -- (nginx instances saying their name) registered by a luajit process each.
-describe("service_discovery in nginx #ngx", function()
+describe("service_discovery in nginx #ngx #nosan", function()
     local nginx = require "helpers.nginx"
     local SESSION_TIMEOUT = zk.SESSION_TIMEOUT
     local REGISTRAR = [[

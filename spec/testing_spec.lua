@@ -22,7 +22,7 @@ local function connect(hosts, opts)
     return assert(zkcoord.connect(o))
 end
 
-describe("zkcoord.testing #zk", function()
+describe("zkcoord.testing #zk #nosan", function()
     local server
 
     setup(function()
