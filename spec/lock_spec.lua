@@ -122,6 +122,21 @@ describe("lock #zk", function()
         assert.equal(0, lock_nodes(c2, "/l"))
     end)
 
+    it("a timed-out acquire returns once its node is gone, seen from another session", function()
+        -- kazoo's test shape (issue 33): right after acquire(0.3) answers
+        -- timeout, a third session lists the lock; before, it still saw
+        -- the waiter's node in 9 of 10 tries (gone about 20 ms later).
+        local c2, c3 = zk.client { chroot = root }, zk.client { chroot = root }
+        local l1 = c:lock("/t")
+        assert.is_true(l1:acquire(0))
+        for i = 1, 10 do
+            local l2 = c2:lock("/t")
+            assert.same({ nil, "timeout" }, { l2:acquire(i % 2 == 0 and 0 or 0.2) })
+            assert.equal(1, lock_nodes(c3, "/t"), "try " .. i .. ": the waiter's node is still there")
+        end
+        assert.truthy(l1:release())
+    end)
+
     it("is fair: waiters are granted in arrival order", function()
         local holder = c:lock("/l")
         assert.is_true(holder:acquire(0))

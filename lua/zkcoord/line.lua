@@ -287,6 +287,22 @@ function _M:leave()
 end
 
 
+-- Leaves when enter() gives up at its deadline, and returns once the
+-- delete is applied (as kazoo's lock does): another session that looks
+-- right after sees no node of ours. Requests of one session run in order,
+-- so the reply of a read sent after the delete comes after it; waited for
+-- at most the request timeout, and not on a silent link (the delete then
+-- goes out once connected, as leave()'s always does).
+function _M:_give_up()
+    local path, mine = self._node, self:_owns_node()
+    self:leave()
+    local client = self.client
+    if path and mine and client:state() == "connected" and not client:link_silent() then
+        client:send("exists", path):wait(client:request_timeout())
+    end
+end
+
+
 --- Leaves (leave()) and ends an enter() waiting on this position
 --- (another coroutine's, or one whose callbacks call this): it returns
 --- nil, "interrupted" instead of joining the line again.
@@ -597,7 +613,7 @@ function _M:enter(timeout)
             names, err = util.retry(client, deadline, self:_policy(), read_line, self, deadline)
             if not names then
                 disarm(self, armed)
-                self:leave()
+                if err == "timeout" then self:_give_up() else self:leave() end
                 return nil, err    -- "timeout", "closed", a ZooKeeper code
             elseif names == true then
                 names = nil        -- our node went with the session: join again
@@ -621,7 +637,7 @@ function _M:enter(timeout)
                 ok, err, names, armed, through = self:_wait_verdict(verdict, armed, deadline,
                                                                     epoch)
                 if not ok then
-                    self:leave()
+                    if err == "timeout" then self:_give_up() else self:leave() end
                     return nil, err
                 elseif through then
                     return self:_pass()
