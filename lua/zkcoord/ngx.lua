@@ -60,13 +60,29 @@ function _M.init_worker(opts)
 end
 
 
--- One connect in progress: the request running it, and those waiting on it.
--- Its deadline is the connect's timeout. One still in progress after that
--- is taken over: an aborted request's coroutine is dropped mid-wait and
--- never comes back to clear it.
+-- The longest a connect takes while its coroutine lives: the first
+-- connection (connect_timeout, then a TCP probe of a quarter second at most
+-- per server: connect.lua's PROBE_TIMEOUT), the credentials (connect_timeout
+-- again) and the chroot check (one request). A failing connect always runs
+-- its whole connect_timeout and a little more, so that alone is no deadline
+-- to take over at: waiters did, each closing the live attempt's client and
+-- starting over (the n-th caller answered after n connect timeouts).
+local function attempt_bound(o)
+    local servers = o.servers
+    local count = type(servers) == "table" and #servers
+                  or select(2, tostring(servers):gsub(",", "")) + 1
+    local connect = o.connect_timeout or 5
+    return 2 * connect + 0.25 * count + (o.request_timeout or o.session_timeout or 10)
+end
+
+
+-- One connect in progress: the request running it, and those waiting on it,
+-- woken when it ends (on every way out) to take its answer. One still in
+-- progress past attempt_bound is taken over: an aborted request's coroutine
+-- is dropped mid-wait and never comes back to clear it.
 local function new_attempt()
     return { sema = semaphore.new(0), count = 0,
-             deadline = ngx.now() + (options.connect_timeout or 5) }
+             deadline = ngx.now() + attempt_bound(options) }
 end
 
 
