@@ -383,6 +383,13 @@ function _M:_reply(fut, deadline)
 end
 
 
+-- The timeout of a wait a try-once never makes (the join batch's shared
+-- listing, the walk's reads): what is left of the deadline.
+function _M:_reply_wait(deadline)
+    return remaining(deadline)
+end
+
+
 -- The retry policy of enter()'s steps: until the deadline, or for a
 -- try-once the one try's result (a connection loss reported as such).
 function _M:_policy()
