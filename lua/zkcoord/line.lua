@@ -385,7 +385,7 @@ end
 
 -- The timeout of a wait a try-once never makes (the join batch's shared
 -- listing, the walk's reads): what is left of the deadline.
-function _M:_reply_wait(deadline)
+function _M:_reply_wait(deadline)   -- luacheck: ignore 212/self
     return remaining(deadline)
 end
 
