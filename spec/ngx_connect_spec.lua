@@ -10,7 +10,10 @@ local proc = require "helpers.proc"
 local nginx = require "helpers.nginx"
 local tcpproxy = require "helpers.tcpproxy"
 
-local CT = 2               -- the connect timeout
+-- The connect timeout: not a whole number of milliseconds, as a user's may
+-- be (nginx timers count whole ones, so a wait for what is left of it ends
+-- a fraction of a millisecond early: the take-over spun on that before).
+local CT = 2.0003
 local UP = 2.5 * CT        -- the server comes up then, mid-way through the third connect
 local MARGIN = CT / 2      -- load, and the refusal's probe
 local GIVE_UP = UP + 2 * CT
@@ -26,7 +29,8 @@ local now = zkcoord.now
 local _M = {}
 local runs = {}
 local OPTS = { servers = "127.0.0.1:@ZKPORT@", connect_timeout = @CT@,
-               session_timeout = @ST@ }
+               session_timeout = @ST@, request_timeout = @CT@ }
+local asked = false
 
 local function caller(premature, i, t0)
     if premature then return end
@@ -50,6 +54,17 @@ function _M.race()
     ngx.say("started")
 end
 
+-- /connect: a request calling zn.client() (aborted by the spec mid-connect)
+function _M.connect()
+    asked = true
+    zn.client(OPTS)
+    ngx.say("done")
+end
+
+function _M.asked()
+    ngx.say(tostring(asked))
+end
+
 function _M.runs()
     ngx.say(table.concat(runs, "\n"))
 end
@@ -58,28 +73,53 @@ return _M
 ]==]
 
 
+local function start_gateway(port)
+    return assert(nginx.start {
+        workers = 1,
+        vars = { ZKPORT = port, CT = CT, ST = zk.SESSION_TIMEOUT, GIVE_UP = GIVE_UP },
+        lua_modules = { app = APP },
+        http = [[
+            server {
+                listen 127.0.0.1:@PORT@;
+                location = /race { content_by_lua_block { require("app").race() } }
+                location = /runs { content_by_lua_block { require("app").runs() } }
+                location = /asked { content_by_lua_block { require("app").asked() } }
+                location = /connect {
+                    lua_check_client_abort on;
+                    content_by_lua_block { require("app").connect() }
+                }
+            }
+        ]],
+    })
+end
+
+
+-- The callers' lines from /runs once there are n (the worker must answer).
+local function runs(gw, n, timeout)
+    local body
+    local done = zk.wait_until(function()
+        local status
+        status, body = gw:get("/runs", 5)
+        body = body or ""
+        return status == 200 and select(2, body:gsub("[^\n]+", "")) >= n
+    end, timeout)
+    assert.truthy(done, "the callers did not end:\n" .. tostring(body) .. "\n" .. gw:log_tail(40))
+    return body
+end
+
+
 describe("zkcoord.ngx.client from coroutines at once #ngx", function()
     local gw, late, port
 
-    setup(function()
+    before_each(function()
         port = assert(proc.free_port())
-        gw = assert(nginx.start {
-            workers = 1,
-            vars = { ZKPORT = port, CT = CT, ST = zk.SESSION_TIMEOUT, GIVE_UP = GIVE_UP },
-            lua_modules = { app = APP },
-            http = [[
-                server {
-                    listen 127.0.0.1:@PORT@;
-                    location = /race { content_by_lua_block { require("app").race() } }
-                    location = /runs { content_by_lua_block { require("app").runs() } }
-                }
-            ]],
-        })
+        gw = start_gateway(port)
     end)
 
-    teardown(function()
+    after_each(function()
         if late then late:stop() end
         if gw then gw:destroy() end
+        late, gw = nil, nil
     end)
 
     it("two timers while the server refuses: each call answered within the connect timeout, "
@@ -89,12 +129,7 @@ describe("zkcoord.ngx.client from coroutines at once #ngx", function()
                                      { port = port, after = UP }))
         local t0 = proc.now()
         assert.equal(200, (gw:get("/race?n=2", 5)))
-        local body
-        assert.truthy(zk.wait_until(function()
-            body = select(2, gw:get("/runs", 5)) or ""
-            return select(2, body:gsub("[^\n]+", "")) >= 2   -- a line per caller
-        end, GIVE_UP + 2 * CT), "the callers did not end:\n" .. tostring(body)
-                                .. "\n" .. gw:log_tail(40))
+        local body = runs(gw, 2, GIVE_UP + 2 * CT)
         print(("\n%d callers, connect_timeout %g s, server up after %g s (%.2f s after the race "
                .. "began here):\n%s"):format(2, CT, UP, proc.now() - t0, body))
         local clients = {}
@@ -117,5 +152,32 @@ describe("zkcoord.ngx.client from coroutines at once #ngx", function()
         assert.equal(2, #clients)
         assert.equal(clients[1], clients[2], "one client per worker")
         assert.falsy(gw:error_log():find("lua entry thread aborted", 1, true), gw:log_tail(40))
+    end)
+
+    it("a connect its aborted request left is taken over past its bound: the worker goes on "
+       .. "(it spun on a sub-millisecond semaphore wait), both timers get a client", function()
+        -- the longest a live connect takes (zkcoord/ngx.lua attempt_bound):
+        -- connect_timeout twice, a probe, request_timeout (= CT here)
+        local bound = 3 * CT + 0.25
+        local t0 = proc.now()
+        local batch = gw:fire({ "/connect" }, 30)
+        assert.truthy(zk.wait_until(function()
+            return select(2, gw:get("/asked", 5)) == "true\n"
+        end, 5), "the request did not start its connect")
+        batch:abort()                 -- its coroutine is dropped mid-connect
+        late = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)")),
+                                     { port = port }))
+        assert.equal(200, (gw:get("/race?n=2", 5)))
+        local body = runs(gw, 2, bound + 2 * CT)
+        print(("\nafter an aborted connect (bound %.2f s, connect_timeout %g s): %.2f s\n%s")
+              :format(bound, CT, proc.now() - t0, body))
+        local clients = {}
+        for line in body:gmatch("[^\n]+") do
+            local i, c, at = line:match("^(%d+)|([^|]*)|([%d.]+)|")
+            assert.truthy(c and c:find("^table: "), "caller " .. tostring(i) .. ": " .. line)
+            assert.truthy(tonumber(at) <= bound + CT + MARGIN, line)
+            clients[#clients + 1] = c
+        end
+        assert.equal(clients[1], clients[2], "one client per worker")
     end)
 end)

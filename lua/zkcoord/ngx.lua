@@ -19,6 +19,7 @@ local waiter = require "zkcoord.wait.ngx"
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
 local log, ERR = ngx.log, ngx.ERR
+local now, min, max = zkcoord.now, math.min, math.max
 
 local _M = { _VERSION = require("zkcoord.version") }
 
@@ -82,7 +83,7 @@ end
 -- is dropped mid-wait and never comes back to clear it.
 local function new_attempt()
     return { sema = semaphore.new(0), count = 0,
-             deadline = ngx.now() + attempt_bound(options) }
+             deadline = now() + attempt_bound(options) }
 end
 
 
@@ -133,15 +134,19 @@ function _M.client(opts)
     waiter.check_phase("connect")
     while connecting do
         local a = connecting
-        local left = a.deadline - ngx.now()
+        -- The monotonic clock: ngx.now() moves only when the worker yields.
+        local left = a.deadline - now()
         if left <= 0 then
             abandon(a)
             break
         end
         a.count = a.count + 1
         -- ngx.semaphore takes whole milliseconds in an int: a long or
-        -- unlimited (math.huge) connect_timeout is waited out in steps.
-        a.sema:wait(math.min(left, 3600))
+        -- unlimited (math.huge) connect_timeout is waited out in steps, and
+        -- under a millisecond is 0, which returns without yielding: the
+        -- worker spun here for ever (its timers woke this up to a
+        -- millisecond early, and the cached ngx.now() never moved on).
+        a.sema:wait(min(max(left, 0.001), 3600))
         if client and client:state() ~= "closed" then
             return client
         end
