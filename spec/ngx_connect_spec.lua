@@ -3,8 +3,11 @@
 -- one connect running (within its connect timeout), and each caller has the
 -- worker's client soon after the server is up. Was: a caller waiting on the
 -- running connect took it over at its connect timeout (which a failing
--- connect always reaches), closed its client and started again, so the
--- second caller's answer came after two connect timeouts, the n-th after n.
+-- connect always reaches), closed its client and started again (the n-th
+-- caller answered after n connect timeouts); and a caller waiting past a
+-- connect's deadline could spin the worker for ever on a semaphore wait of
+-- under a millisecond (service_discovery_spec's gateway worker that said
+-- nothing).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local nginx = require "helpers.nginx"
