@@ -63,17 +63,24 @@ end
 
 -- The longest a connect takes while its coroutine lives: the first
 -- connection (connect_timeout, then a TCP probe of a quarter second at most
--- per server: connect.lua's PROBE_TIMEOUT), the credentials (connect_timeout
--- again) and the chroot check (one request). A failing connect always runs
+-- per server: connect.lua's PROBE_TIMEOUT), the credentials if any
+-- (connect_timeout again) and the chroot check if any (one request), plus
+-- a second for a loaded worker's late timers. A failing connect always runs
 -- its whole connect_timeout and a little more, so that alone is no deadline
 -- to take over at: waiters did, each closing the live attempt's client and
 -- starting over (the n-th caller answered after n connect timeouts).
 local function attempt_bound(o)
-    local servers = o.servers
-    local count = type(servers) == "table" and #servers
-                  or select(2, tostring(servers):gsub(",", "")) + 1
+    local list = type(o.servers) == "table" and o.servers or { o.servers }
+    local count, chroot = 0, o.chroot ~= nil
+    for _, s in ipairs(list) do
+        s = tostring(s)
+        count = count + select(2, s:gsub(",", "")) + 1
+        chroot = chroot or s:find("/", 1, true) ~= nil
+    end
     local connect = o.connect_timeout or 5
-    return 2 * connect + 0.25 * count + (o.request_timeout or o.session_timeout or 10)
+    return connect + 0.25 * count + 1
+           + (o.auth and connect or 0)
+           + (chroot and (o.request_timeout or o.session_timeout or 10) or 0)
 end
 
 
