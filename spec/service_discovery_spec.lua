@@ -528,7 +528,7 @@ describe("service_discovery in nginx #ngx #nosan", function()
         local ra = registrar("a", a)
         registrar("b", b)
         local both = ("127.0.0.1:%d/1 127.0.0.1:%d/1"):format(a.port, b.port)
-        assert.truthy(every_worker_sees(both, 15), "the views did not start")
+        assert.truthy(every_worker_sees(both, 15), "the views did not start\n" .. gw:log_tail(40))
         -- each worker takes turns on its own: both serve, in whatever split
         local count = bodies(20)
         assert.truthy(count["A\n"] and count["B\n"] and count["A\n"] + count["B\n"] == 20)

@@ -19,6 +19,7 @@ local waiter = require "zkcoord.wait.ngx"
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
 local log, ERR = ngx.log, ngx.ERR
+local now, min, max = zkcoord.now, math.min, math.max
 
 local _M = { _VERSION = require("zkcoord.version") }
 
@@ -60,13 +61,36 @@ function _M.init_worker(opts)
 end
 
 
--- One connect in progress: the request running it, and those waiting on it.
--- Its deadline is the connect's timeout. One still in progress after that
--- is taken over: an aborted request's coroutine is dropped mid-wait and
--- never comes back to clear it.
+-- The longest a connect takes while its coroutine lives: the first
+-- connection (connect_timeout, then a TCP probe of a quarter second at most
+-- per server: connect.lua's PROBE_TIMEOUT), the credentials if any
+-- (connect_timeout again) and the chroot check if any (one request), plus
+-- a second for a loaded worker's late timers. A failing connect always runs
+-- its whole connect_timeout and a little more, so that alone is no deadline
+-- to take over at: waiters did, each closing the live attempt's client and
+-- starting over (the n-th caller answered after n connect timeouts).
+local function attempt_bound(o)
+    local list = type(o.servers) == "table" and o.servers or { o.servers }
+    local count, chroot = 0, o.chroot ~= nil
+    for _, s in ipairs(list) do
+        s = tostring(s)
+        count = count + select(2, s:gsub(",", "")) + 1
+        chroot = chroot or s:find("/", 1, true) ~= nil
+    end
+    local connect = o.connect_timeout or 5
+    return connect + 0.25 * count + 1
+           + (o.auth and connect or 0)
+           + (chroot and (o.request_timeout or o.session_timeout or 10) or 0)
+end
+
+
+-- One connect in progress: the request running it, and those waiting on it,
+-- woken when it ends (on every way out) to take its answer. One still in
+-- progress past attempt_bound is taken over: an aborted request's coroutine
+-- is dropped mid-wait and never comes back to clear it.
 local function new_attempt()
     return { sema = semaphore.new(0), count = 0,
-             deadline = ngx.now() + (options.connect_timeout or 5) }
+             deadline = now() + attempt_bound(options) }
 end
 
 
@@ -117,15 +141,19 @@ function _M.client(opts)
     waiter.check_phase("connect")
     while connecting do
         local a = connecting
-        local left = a.deadline - ngx.now()
+        -- The monotonic clock: ngx.now() moves only when the worker yields.
+        local left = a.deadline - now()
         if left <= 0 then
             abandon(a)
             break
         end
         a.count = a.count + 1
         -- ngx.semaphore takes whole milliseconds in an int: a long or
-        -- unlimited (math.huge) connect_timeout is waited out in steps.
-        a.sema:wait(math.min(left, 3600))
+        -- unlimited (math.huge) connect_timeout is waited out in steps, and
+        -- under a millisecond is 0, which returns without yielding: the
+        -- worker spun here for ever (its timers woke this up to a
+        -- millisecond early, and the cached ngx.now() never moved on).
+        a.sema:wait(min(max(left, 0.001), 3600))
         if client and client:state() ~= "closed" then
             return client
         end
