@@ -62,8 +62,7 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 internal_modules="util client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
-  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease
-  cohort"
+  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"
