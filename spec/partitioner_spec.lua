@@ -367,6 +367,35 @@ c:close()
         assert.equal(other:session_id(), st.ephemeral_owner)
     end)
 
+    -- A chaos run: after a reconnect, a member never took its share; the
+    -- partition had no owner node and the watch the member waited on never
+    -- fired. A reconnect now looks at every partition it waits for again.
+    -- The lost watch is played by removing it.
+    it("after a reconnect, takes a partition it waited for even if the watch never fires", function()
+        local other = clients[2]
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }
+        local all = { pc, other }
+        assert(other:create("/w/owners/0", "intruder", { ephemeral = true, parents = true }))
+        local p = assert(pc:partitioner("/w", { partitions = 2, id = "a" }))
+        assert.truthy(settle(all, function() return table.concat(p:owned(), ",") == "1" end))
+        -- the member waits on the other's node: that watch is lost
+        assert.truthy(pc:remove_watches("/w/owners/0") >= 1, "no watch on the other's node")
+        assert(other:delete("/w/owners/0"))
+        assert.falsy(settle(all, function() return #p:owned() == 2 end, 1), "the watch still fired")
+        -- a cut and a reconnect in the same session
+        local conn = pc:connection()
+        assert(proxy:cut())
+        assert.truthy(settle(all, function()
+            return pc:connection() > conn and pc:state() == "connected"
+        end), "no reconnect")
+        assert.truthy(settle(all, function() return #p:owned() == 2 end), "partition 0 never taken")
+        assert.equal(pc:session_id(), (other:exists("/w/owners/0")).ephemeral_owner)
+        p:close()
+        pc:close()
+        proxy:stop()
+    end)
+
     -- Issue 28: a membership change while a member is cut off (same
     -- session). Once healed, its view is rebuilt from a fresh listing and
     -- the shares match within a round trip; no partition has two owners

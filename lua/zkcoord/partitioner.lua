@@ -92,7 +92,12 @@ function _M.new(client, path, opts)
         elseif state == "connected" then
             -- Members may have changed while we were away, and the watch
             -- tells only a change: list them now (one round trip), then
-            -- take again what failed on the connection loss.
+            -- take again what failed on the connection loss. Partitions
+            -- we waited for are looked at again too, not left to a watch
+            -- set before the loss (a chaos run saw a member that never
+            -- took its share after a reconnect: its partition had no
+            -- owner node, its watch never fired).
+            self._freed = {}
             local names, stat = client:children(members)
             if names or stat == "nonode" then
                 if names then sort(names) end
