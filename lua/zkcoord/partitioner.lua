@@ -220,11 +220,19 @@ function _M:_take(p)
         if ok or ok == nil then
             return ok, other
         elseif other then
+            -- Marked before the watch is set: its event may come, and its
+            -- callback run, inside this very wait (the node deleted right
+            -- after our look). Marked after, that callback's "free again"
+            -- was overwritten and the member waited for good on a watch
+            -- that had fired (a chaos run and a CI run: a partition left
+            -- without an owner).
+            self._freed[p] = true
             local stat, err = client:exists(node.path, freed_watcher(self, p))
             if stat then
-                self._freed[p] = true
                 return false
-            elseif stat == nil then
+            end
+            self._freed[p] = nil
+            if stat == nil then
                 return nil, err
             end
         end
