@@ -21,6 +21,8 @@ local semaphore = require "ngx.semaphore"
 local log, ERR = ngx.log, ngx.ERR
 local now, min, max = zkcoord.now, math.min, math.max
 
+local PROBE_TIMEOUT = require("zkcoord.client.options").PROBE_TIMEOUT
+
 local _M = { _VERSION = require("zkcoord.version") }
 
 local options        -- from init_worker
@@ -78,7 +80,7 @@ local function attempt_bound(o)
         chroot = chroot or s:find("/", 1, true) ~= nil
     end
     local connect = o.connect_timeout or 5
-    return connect + 0.25 * count + 1
+    return connect + PROBE_TIMEOUT * count + 1
            + (o.auth and connect or 0)
            + (chroot and (o.request_timeout or o.session_timeout or 10) or 0)
 end

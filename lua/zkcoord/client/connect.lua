@@ -82,7 +82,7 @@ end
 -- the error: core.probe with the blocking waiter, a cosocket in nginx (which
 -- must not block the worker; there a name needs nginx's `resolver`, else it
 -- is not probed).
-local PROBE_TIMEOUT = 0.25
+local PROBE_TIMEOUT = options.PROBE_TIMEOUT
 
 
 local PROBES = {

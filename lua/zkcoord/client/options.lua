@@ -41,6 +41,10 @@ local OPTION_KEYS = {
 -- string lengths, flags (each ACL entry adds more: acl.bytes).
 _M.PACKET_OVERHEAD = 32
 
+-- The TCP check of a server a failing connect makes (connect.lua), at most
+-- this long each; zkcoord.ngx's bound on a connect counts it too.
+_M.PROBE_TIMEOUT = 0.25
+
 local RETRY_KEYS = { max_tries = true, base_delay = true, max_delay = true }
 
 local WAITER_METHODS = { "event", "sleep", "defer" }
