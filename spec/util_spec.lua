@@ -83,6 +83,7 @@ describe("util.retry #zk", function()
     it("waits through a suspended connection and succeeds once it is back", function()
         srv = assert(zk.zkserver.start({ tick_time = 500 }))
         local c = zk.client { servers = srv.hosts, session_timeout = 4 }
+        local sid = c:session_id()
         pause(srv)
         assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 10, c),
                       "the pause was not noticed")
@@ -91,7 +92,15 @@ describe("util.retry #zk", function()
         local read, calls = counted_read(c, 0.5)
         local st = util.retry(c, util.deadline(20), util.UNTIL_DEADLINE, read)
         assert.truthy(st, "no answer after the server came back")
-        assert.equal("connected", c:state())
+        -- Connected again in the same session. Not necessarily at this very
+        -- moment: a handshake the paused server read late (one the
+        -- watchdog had given up) moves the session to that old socket, and
+        -- the server closes the live one: suspended once more, for a
+        -- moment (seen in a CI-style run, "lost in 4.00s" right after the
+        -- read's reply).
+        assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c),
+                      "not connected again")
+        assert.equal(sid, c:session_id())
         assert.is_true(calls() >= 1)
     end)
 
