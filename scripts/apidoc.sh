@@ -59,7 +59,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # user) get a section of their own, after the modules users call: LDoc's
 # "script" kind, named Internals in config.ld (a new_type would be listed
 # first).
-internal_modules="util client/checks client/options client/acl client/pump line/node
+internal_modules="util util/args util/callbacks util/deadline util/deprecated util/held util/ids
+  util/reads util/retry client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"

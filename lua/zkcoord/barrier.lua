@@ -19,13 +19,16 @@
 -- The barrier node itself is persistent: neither changes it. Every wait is
 -- bounded by its timeout; on timeout the watch is removed.
 local core = require "zkcoord.core"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 
 local setmetatable = setmetatable
 local now = core.now
-local retry, remaining, waker = util.retry, util.remaining, util.waker
-local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+local retry, remaining, waker = retries.retry, deadlines.remaining, callbacks.waker
+local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
 
 -- Setting and lifting are idempotent: a write whose reply was lost
 -- (errors.unknown_outcome) is sent again once connected, and its answer
@@ -35,7 +38,7 @@ local AGAIN = { max_tries = math.huge, also = errors.unknown_outcome }
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "barrier", "b")
+local check_self = args.self_checker(mt, "barrier", "b")
 
 
 --- client:barrier(path) -> barrier object.
@@ -44,7 +47,7 @@ local check_self = util.self_checker(mt, "barrier", "b")
 function _M.new(client, path)
     client.check_path(path, "barrier", 1)
     if path == "/" then
-        util.argerror(1, "barrier", "the root cannot be a barrier")
+        args.argerror(1, "barrier", "the root cannot be a barrier")
     end
     return setmetatable({ client = client, path = path }, mt)
 end
@@ -114,9 +117,9 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:wait(timeout)
     check_self(self, "wait")
-    util.check_timeout(timeout, "wait", 1)
+    args.check_timeout(timeout, "wait", 1)
     local client, path = self.client, self.path
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
     if down then
         return nil, down    -- only looks, and no look can go out now

@@ -49,17 +49,17 @@
 -- are copied onto the class here and call one another through self.
 
 local client_mod = require "zkcoord.client"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 
 local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
 local sub, gsub = string.sub, string.gsub
 local huge, min = math.huge, math.min
-local argerror, check_path = util.argerror, client_mod.check_path
+local argerror, check_path = args.argerror, client_mod.check_path
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "cache", "cache")
+local check_self = args.self_checker(mt, "cache", "cache")
 
 for _, part in ipairs { "tree", "loader", "events", "delivery" } do
     for name, fn in pairs(require("zkcoord.cache." .. part)) do
@@ -79,13 +79,13 @@ local OPT_KEYS = { "depth", "timeout" }
 ---@return table|nil cache, string? err "timeout" | "closed" | a ZooKeeper code
 function _M.new(client, path, opts)
     check_path(path, "cache", 1)
-    opts = util.check_opts(opts, OPT_KEYS, "cache", 2)
+    opts = args.check_opts(opts, OPT_KEYS, "cache", 2)
     local depth = opts.depth
     if depth ~= nil and (type(depth) ~= "number" or depth ~= depth or depth < 0
                          or depth % 1 ~= 0) then
         argerror(2, "cache", "depth must be an integer >= 0 or nil")
     end
-    local timeout = util.check_timeout(opts.timeout, "cache", 2)
+    local timeout = args.check_timeout(opts.timeout, "cache", 2)
     if client:state() == "closed" then
         return nil, "closed"
     end
@@ -205,7 +205,7 @@ end
 --- "added" per node (parents first), then "initialized". Returns fn.
 function _M:on_change(fn)
     check_self(self, "on_change")
-    util.check_fn(fn, "on_change")
+    args.check_fn(fn, "on_change")
     if self._closed then
         return nil, "closed"
     end

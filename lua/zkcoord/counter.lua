@@ -74,7 +74,7 @@
 -- fair line and turns. They share the counter object's fields, listed in
 -- new(); nothing outside them reads those.
 
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
 local line = require "zkcoord.counter.line"
@@ -83,7 +83,7 @@ local unknown_outcome = require("zkcoord.errors").unknown_outcome
 local type, pairs, setmetatable = type, pairs, setmetatable
 local ipairs = ipairs
 local format = string.format
-local argerror = util.argerror
+local argerror = args.argerror
 local is_int, FORMATS = fmt.is_int, fmt.formats
 local MAYBE = write.MAYBE
 local read, encode, out_of_range, update_fast = write.read, write.encode, write.out_of_range,
@@ -93,7 +93,7 @@ local add_in_line, add_in_turn = line.add_in_line, line.add_in_turn
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "counter", "c")
+local check_self = args.self_checker(mt, "counter", "c")
 
 local OPT_KEYS = { "initial", "format", "fair", "timeout", "turn", "max_tries", "base_delay",
                    "max_delay" }
@@ -138,14 +138,14 @@ end
 ---@param opts zkcoord.counter_opts?
 ---@return table counter
 function _M.new(client, path, opts)
-    opts = util.check_opts(opts, OPT_KEYS, "counter", 2)
+    opts = args.check_opts(opts, OPT_KEYS, "counter", 2)
     for k, v in pairs(opts) do
         local want = OPT_TYPES[k]
         if want and type(v) ~= want then
             argerror(2, "counter", "option '" .. k .. "' must be a " .. want)
         end
     end
-    util.check_timeout(opts.timeout, "counter", 2)
+    args.check_timeout(opts.timeout, "counter", 2)
     client.check_path(path, "counter", 1)
     local o = {}
     for k, v in pairs(DEFAULTS) do o[k] = v end
@@ -164,8 +164,8 @@ function _M.new(client, path, opts)
     end
     -- finite: a backoff of math.huge would sleep forever after one lost race;
     -- above 600 s, milliseconds by mistake (the connect options' rule)
-    util.check_seconds(o.base_delay, "base_delay", "counter", 2, true)
-    util.check_seconds(o.max_delay, "max_delay", "counter", 2, true)
+    args.check_seconds(o.base_delay, "base_delay", "counter", 2, true)
+    args.check_seconds(o.max_delay, "max_delay", "counter", 2, true)
     if o.max_tries >= 1e9 then
         argerror(2, "counter", "max_tries must be below 1e9")
     end

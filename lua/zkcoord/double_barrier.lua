@@ -31,18 +31,23 @@
 -- ("ready") happened by its deadline returns "unknown" and keeps our node
 -- (the others may have entered): enter() again decides.
 local core = require "zkcoord.core"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local reads = require "zkcoord.util.reads"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
+local ids = require "zkcoord.util.ids"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local now, uuid = core.now, core.uuid
 local type, ipairs, setmetatable = type, ipairs, setmetatable
 local sort = table.sort
-local retry, remaining = util.retry, util.remaining
-local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+local retry, remaining = retries.retry, deadlines.remaining
+local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "double barrier", "db")
+local check_self = args.self_checker(mt, "double barrier", "db")
 
 local OPT_KEYS = { "id" }
 local READY = "ready"
@@ -61,20 +66,20 @@ local OPEN_AGAIN = { max_tries = math.huge, also = unknown_outcome }
 function _M.new(client, path, num_clients, opts)
     client.check_path(path, "double_barrier", 1)
     if path == "/" then
-        util.argerror(1, "double_barrier", "the root cannot be a barrier")
+        args.argerror(1, "double_barrier", "the root cannot be a barrier")
     end
     if type(num_clients) ~= "number" or num_clients % 1 ~= 0 or num_clients < 1 then
-        util.argerror(2, "double_barrier", "num_clients must be an integer >= 1")
+        args.argerror(2, "double_barrier", "num_clients must be an integer >= 1")
     end
-    opts = util.check_opts(opts, OPT_KEYS, "double_barrier", 3)
+    opts = args.check_opts(opts, OPT_KEYS, "double_barrier", 3)
     if opts.id ~= nil and type(opts.id) ~= "string" then
-        util.argerror(3, "double_barrier", "id must be a string, got " .. type(opts.id))
+        args.argerror(3, "double_barrier", "id must be a string, got " .. type(opts.id))
     end
     return setmetatable({
         client = client,
         path = path,
         num_clients = num_clients,
-        id = opts.id or util.default_id(),
+        id = opts.id or ids.default_id(),
         name = uuid(),
         _node = nil,          -- our node's path while in
         _sid = nil,           -- the session that created it
@@ -190,9 +195,9 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
-    util.check_timeout(timeout, "enter", 1)
+    args.check_timeout(timeout, "enter", 1)
     local client = self.client
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     local ready = self.path .. "/" .. READY
     if self._entered then
         return true
@@ -271,9 +276,9 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:leave(timeout)
     check_self(self, "leave")
-    util.check_timeout(timeout, "leave", 1)
+    args.check_timeout(timeout, "leave", 1)
     local client = self.client
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     local base = self.path .. "/"
     self._entered = false
     -- kazoo: the first to leave removes "ready", so it cannot outlive the round.
@@ -313,7 +318,7 @@ function _M:leave(timeout)
             target = list[1]
         end
         local ev = client:waiter():event()
-        local wake = util.waker(ev)
+        local wake = callbacks.waker(ev)
         local st, serr = retry(client, deadline, UNTIL_DEADLINE, client.exists, client,
                                base .. target, wake)
         if st == nil then
@@ -338,7 +343,7 @@ end
 ---@return string[]|nil ids, string? err
 function _M:participants()
     check_self(self, "participants")
-    local names, err = util.children(self.client, self.path)
+    local names, err = reads.children(self.client, self.path)
     if not names then
         return nil, err
     end
@@ -346,7 +351,7 @@ function _M:participants()
     for i, n in ipairs(participants(names)) do
         paths[i] = self.path .. "/" .. n
     end
-    return util.present_data(self.client, paths)
+    return reads.present_data(self.client, paths)
 end
 
 

@@ -49,13 +49,15 @@
 -- were granted has not ended.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local ids = require "zkcoord.util.ids"
 local errors = require "zkcoord.errors"
 local format = require "zkcoord.lease.format"
 
 local type, setmetatable, floor, huge = type, setmetatable, math.floor, math.huge
 local now = require("zkcoord.core").now
-local argerror, remaining = util.argerror, util.remaining
+local argerror, remaining = args.argerror, deadlines.remaining
 local ostime = os.time
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -74,13 +76,13 @@ local KAZOO_LOCK = line.driver { marker = "__lock__", rule = rules.first, parent
 --- obtain() holds while it reads and writes the record.
 _M.LOCK = KAZOO_LOCK
 
-local check_self = util.self_checker(mt, "lease", "lease")
+local check_self = args.self_checker(mt, "lease", "lease")
 
 
 -- The host's name: kazoo's default identifier (socket.gethostname()), so a
 -- job restarted on the same host renews its lease.
 local function hostname()
-    return (util.default_id():match("^(.*):%d+$"))
+    return (ids.default_id():match("^(.*):%d+$"))
 end
 
 
@@ -100,12 +102,12 @@ function _M.check_args(client, path, duration, opts, fname, nd, no)
     if type(duration) ~= "number" or not (duration > 0 and duration < huge) then  -- luacheck: ignore 581
         argerror(nd, fname, "duration must be a positive number of seconds")
     end
-    opts = util.check_opts(opts, OPT_KEYS, fname, no)
+    opts = args.check_opts(opts, OPT_KEYS, fname, no)
     local id = opts.identifier
     if id ~= nil and (type(id) ~= "string" or id == "" or not format.utf8_ok(id)) then
         argerror(no, fname, "identifier must be a non-empty UTF-8 string")
     end
-    util.check_timeout(opts.timeout, fname, no)
+    args.check_timeout(opts.timeout, fname, no)
     if opts.clock ~= nil and type(opts.clock) ~= "function" then
         argerror(no, fname, "clock must be a function")
     end

@@ -87,15 +87,19 @@ local node = require "zkcoord.line.node"
 local walk = require "zkcoord.line.walk"
 local join = require "zkcoord.line.join"
 
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local reads = require "zkcoord.util.reads"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 
-local remaining, argerror, waker = util.remaining, util.argerror, util.waker
+local remaining, argerror, waker = deadlines.remaining, args.argerror, callbacks.waker
 local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
 local getmetatable, pcall = getmetatable, pcall
 local CLIENT_MT = client_mod.mt
 local ANY = rules.ANY
-local UNTIL_DEADLINE = util.UNTIL_DEADLINE
+local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -109,7 +113,7 @@ for _, part in ipairs({ node, walk }) do
 end
 
 
-local check_self = util.self_checker(mt, "line position", "q")
+local check_self = args.self_checker(mt, "line position", "q")
 
 
 --- The verdict "wait until the line changes" (rules.ANY).
@@ -218,7 +222,7 @@ end
 --- The current participants (one children() round trip).
 function _M:entries()
     check_self(self, "entries")
-    local names, err = util.children(self.client, self.path)
+    local names, err = reads.children(self.client, self.path)
     if not names then
         return nil, err
     end
@@ -240,7 +244,7 @@ function _M:participants()
     for i, e in ipairs(entries) do
         paths[i] = e.path
     end
-    return util.present_data(self.client, paths)
+    return reads.present_data(self.client, paths)
 end
 
 
@@ -264,7 +268,7 @@ end
 ---@return table|nil w, string? err
 function _M:watch_line(fn)
     check_self(self, "watch_line")
-    util.check_fn(fn, "watch_line")
+    args.check_fn(fn, "watch_line")
     return self.client:watch(self.path, function(names)
         local entries = self:parse(names or EMPTY)
         fn(entries, self._name and index_of(entries, self._name), self)
@@ -385,7 +389,7 @@ end
 --- through already.
 function _M:on_lost(fn, arg)
     check_self(self, "on_lost")
-    util.check_fn(fn, "on_lost")
+    args.check_fn(fn, "on_lost")
     local fns = self._lost_fns
     if arg == nil then
         arg = false    -- keep the fn/arg pairs dense
@@ -564,9 +568,9 @@ end
 ---@return true|nil ok, string? err  "timeout" | "closed" | "interrupted" | a ZooKeeper code
 function _M:enter(timeout)
     check_self(self, "enter")
-    util.check_timeout(timeout, "enter", 1)
+    args.check_timeout(timeout, "enter", 1)
     local client = self.client
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     self._try = timeout == 0
     if client:is_closed() then
         return nil, "closed"
@@ -610,7 +614,7 @@ function _M:enter(timeout)
         end
         if not names then
             local err
-            names, err = util.retry(client, deadline, self:_policy(), read_line, self, deadline)
+            names, err = retries.retry(client, deadline, self:_policy(), read_line, self, deadline)
             if not names then
                 disarm(self, armed)
                 if err == "timeout" then self:_give_up() else self:leave() end
@@ -679,7 +683,7 @@ function _M:_wait_line(armed, deadline, epoch)
     -- One closure per wait (util.waker): a watch is removed by its function.
     local ev = client:waiter():event()
     local wake = waker(ev)
-    local names, err = util.retry(client, deadline, self:_policy(), read_line, self, deadline,
+    local names, err = retries.retry(client, deadline, self:_policy(), read_line, self, deadline,
                                   wake)
     if names == true then
         return true, nil, nil, nil      -- our node went with the session: join again
@@ -709,7 +713,7 @@ function _M:_wait_for(entry, deadline, epoch)
             if from and self._below and self:_owns_node() then
                 self:_watch_mine()    -- its delete may let us through without a request
             end
-            local data, err = util.retry(client, deadline, self:_policy(), read_entry, self,
+            local data, err = retries.retry(client, deadline, self:_policy(), read_entry, self,
                                          deadline, path, wake)
             if data == true then
                 return true    -- our node went with the session: join again

@@ -12,15 +12,15 @@
 -- ends. Clocks, kazoo compatibility and failures are the lease's
 -- (zkcoord.lease); every process must use the same `count`.
 local lease = require "zkcoord.lease"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 
 local type, ipairs, setmetatable, floor = type, ipairs, setmetatable, math.floor
-local argerror = util.argerror
+local argerror = args.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-local check_self = util.self_checker(mt, "multi-lease", "ml")
+local check_self = args.self_checker(mt, "multi-lease", "ml")
 
 
 --- client:multi_lease(path, count, duration, opts) -> ml (no server state

@@ -16,15 +16,18 @@
 -- Suspended: the locks stay held. Lost (session expired, or one of our
 -- nodes deleted): held() turns false and on_lost(fn(reason, path)) runs for
 -- each lock lost; release() then gives back the others.
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local callbacks = require "zkcoord.util.callbacks"
+local holds = require "zkcoord.util.held"
 
 local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
-local argerror = util.argerror
+local argerror = args.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "multi-lock", "ml")
+local check_self = args.self_checker(mt, "multi-lock", "ml")
 
 
 --- client:multi_lock(paths, opts) -> ml. opts go to every lock (owner, data).
@@ -59,7 +62,7 @@ function _M.new(client, paths, opts)
     for i, l in ipairs(locks) do
         l:on_lost(function(reason)
             self._lost = true
-            util.call_all(client, self._lost_fns, "multi_lock on_lost", reason, sorted[i])
+            callbacks.call_all(client, self._lost_fns, "multi_lock on_lost", reason, sorted[i])
         end)
     end
     return self
@@ -71,12 +74,12 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | a code
 function _M:acquire(timeout)
     check_self(self, "acquire")
-    util.check_timeout(timeout, "acquire", 1)
-    local deadline = util.deadline(timeout)
+    args.check_timeout(timeout, "acquire", 1)
+    local deadline = deadlines.deadline(timeout)
     while true do
         self._lost = false
         for i, l in ipairs(self.locks) do
-            local ok, err = l:acquire(util.remaining(deadline))
+            local ok, err = l:acquire(deadlines.remaining(deadline))
             if not ok then
                 for j = i - 1, 1, -1 do
                     self.locks[j]:release()
@@ -95,7 +98,7 @@ function _M:acquire(timeout)
         for i = #self.locks, 1, -1 do
             self.locks[i]:release()
         end
-        local left = util.remaining(deadline)
+        local left = deadlines.remaining(deadline)
         if left and left <= 0 then
             return nil, self.client:is_closed() and "closed" or "timeout"
         end
@@ -138,7 +141,7 @@ end
 ---@return any ... fn's results, or nil, err
 function _M:run(fn, timeout, ...)
     check_self(self, "run")
-    return util.acquire_run(self, self.release, false, fn, timeout, ...)
+    return holds.acquire_run(self, self.release, false, fn, timeout, ...)
 end
 
 
@@ -179,7 +182,7 @@ end
 --- fn(reason, path) when one of the held locks is lost.
 function _M:on_lost(fn)
     check_self(self, "on_lost")
-    return util.add_fn(self._lost_fns, fn, "on_lost")
+    return args.add_fn(self._lost_fns, fn, "on_lost")
 end
 
 

@@ -24,7 +24,8 @@
 -- * The node is watched while held: on_gone(reason) runs once when it goes
 --   without our delete ("deleted": someone else deleted it; "sessionexpired":
 --   our session ended or counted lost).
-local util = require "zkcoord.util"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 
 local type, setmetatable = type, setmetatable
@@ -69,7 +70,7 @@ _M.ours_now = ours_now
 -- is nothing of ours to delete); nil, err: could not tell or not done (a
 -- connection loss: the caller tries again once connected).
 local function delete_if_ours(client, path, sid)
-    for _ = 1, util.MAX_RACES do    -- again only when our own data changed in between
+    for _ = 1, retries.MAX_RACES do    -- again only when our own data changed in between
         local stat, err = client:exists(path)
         if stat == false or (stat and not ours_now(client, stat, sid)) then
             return true
@@ -112,7 +113,7 @@ function _M:_gone(reason)
     self._serial, self._sid, self._stat = nil, nil, nil
     self:_unlisten()
     if self.on_gone then
-        util.call(self.client, self.on_gone, "owned node " .. self.path, reason, self)
+        callbacks.call(self.client, self.on_gone, "owned node " .. self.path, reason, self)
     end
 end
 

@@ -26,17 +26,19 @@
 -- plain Lua inside whichever call is waiting, in nginx in a timer.
 local queue = require "zkcoord.queue"
 local owned_node = require "zkcoord.owned_node"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
 local errors = require "zkcoord.errors"
 
 local type, pairs, tostring, setmetatable = type, pairs, tostring, setmetatable
 local match = string.match
-local argerror = util.argerror
+local argerror = args.argerror
 local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "persistent node", "n")
+local check_self = args.self_checker(mt, "persistent node", "n")
 local own_gone
 
 local OPT_KEYS = { "ephemeral", "sequential" }
@@ -54,7 +56,7 @@ function _M.new(client, path, data, opts)
     if data ~= nil and type(data) ~= "string" then
         argerror(2, "persistent_node", "data must be a string or nil, got " .. type(data))
     end
-    opts = util.check_opts(opts, OPT_KEYS, "persistent_node", 3)
+    opts = args.check_opts(opts, OPT_KEYS, "persistent_node", 3)
     for k, v in pairs(opts) do
         if type(v) ~= "boolean" then
             argerror(3, "persistent_node", k .. " must be a boolean, got " .. type(v))
@@ -207,7 +209,7 @@ function _M:_ensure()
     end
     self._busy = true
     local ok, err
-    for _ = 1, util.MAX_RACES do    -- again only when the node went between create and watch
+    for _ = 1, retries.MAX_RACES do    -- again only when the node went between create and watch
         ok, err = self:_create()
         if ok ~= false then
             break
@@ -314,9 +316,9 @@ end
 ---@return true|nil ok, string? err "timeout" | "closed" | "nodeexists"
 function _M:wait(timeout)
     check_self(self, "wait")
-    util.check_timeout(timeout, "wait", 1)
+    args.check_timeout(timeout, "wait", 1)
     local client = self.client
-    local deadline = util.deadline(timeout or client:session_timeout())
+    local deadline = deadlines.deadline(timeout or client:session_timeout())
     while true do
         if self._closed or client:is_closed() then
             return nil, "closed"
@@ -327,7 +329,7 @@ function _M:wait(timeout)
         elseif self._blocked then
             return nil, "nodeexists"     -- a persistent node of another: no timeout
         end
-        local left = util.remaining(deadline)
+        local left = deadlines.remaining(deadline)
         if left == 0 then
             return nil, "timeout"
         end
@@ -350,7 +352,7 @@ end
 ---@return table|nil stat, string? err
 function _M:set(data)
     check_self(self, "set")
-    util.check_string(data, "set", 1, "data")
+    args.check_string(data, "set", 1, "data")
     self.data = data
     if self._q then
         self._q.data = data

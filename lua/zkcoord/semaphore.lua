@@ -39,7 +39,13 @@
 -- hold that lease now. A waiting acquire() joins the line again by itself.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local reads = require "zkcoord.util.reads"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
+local holds = require "zkcoord.util.held"
+local ids = require "zkcoord.util.ids"
 local errors = require "zkcoord.errors"
 local kazoo = require "zkcoord.layout.kazoo"
 local kazoo_lease = require "zkcoord.layout.kazoo_lease"
@@ -47,7 +53,7 @@ local kazoo_lease = require "zkcoord.layout.kazoo_lease"
 local type, tonumber, setmetatable, ipairs = type, tonumber, setmetatable, ipairs
 local match = string.match
 local min = math.min
-local remaining, argerror = util.remaining, util.argerror
+local remaining, argerror = deadlines.remaining, args.argerror
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -56,8 +62,8 @@ local Lease = {}
 local lease_mt = { __index = Lease }
 local lease_lost    -- below, with the leases
 
-local check_self = util.self_checker(mt, "semaphore", "sem")
-local check_lease = util.self_checker(lease_mt, "lease", "lease")
+local check_self = args.self_checker(mt, "semaphore", "sem")
+local check_lease = args.self_checker(lease_mt, "lease", "lease")
 
 local OPT_KEYS = { "data", "layout" }
 -- The internal lock's line (the lock recipe's rule: it watches only the
@@ -99,11 +105,11 @@ function _M.new(client, path, max_leases, opts)
             or max_leases > 2147483647 then
         argerror(2, "semaphore", "max_leases must be an integer >= 1")
     end
-    opts = util.check_opts(opts, OPT_KEYS, "semaphore", 3)
+    opts = args.check_opts(opts, OPT_KEYS, "semaphore", 3)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         argerror(3, "semaphore", "data must be a string")
     end
-    local is_kazoo = util.check_layout(opts.layout, "semaphore", 3) == "kazoo"
+    local is_kazoo = args.check_layout(opts.layout, "semaphore", 3) == "kazoo"
     return setmetatable({
         client = client,
         path = path,
@@ -112,7 +118,7 @@ function _M.new(client, path, max_leases, opts)
         -- Through while the lease line holds at most n entries, ours
         -- included (Curator's count); else wait for any change of it.
         _leases = line.driver { marker = "lease-", rule = rules.at_most(max_leases) },
-        data = opts.data or util.default_id(),
+        data = opts.data or ids.default_id(),
         _kazoo = is_kazoo,
     }, mt)
 end
@@ -157,8 +163,8 @@ end
 -- the connection's losses until the deadline, again while it races.
 function _M:_check_max(deadline, try)
     local ok, err, detail
-    for _ = 1, util.MAX_RACES do
-        ok, err, detail = util.retry(self.client, deadline, util.UNTIL_DEADLINE, check_max_once,
+    for _ = 1, retries.MAX_RACES do
+        ok, err, detail = retries.retry(self.client, deadline, retries.UNTIL_DEADLINE, check_max_once,
                                      self, deadline, try)
         if ok then
             return true
@@ -175,7 +181,7 @@ end
 ---@return table|nil lease, string? err "timeout" | "invalid" | "closed" | a ZooKeeper code
 function _M:acquire(timeout)
     check_self(self, "acquire")
-    util.check_timeout(timeout, "acquire", 1)
+    args.check_timeout(timeout, "acquire", 1)
     local client = self.client
     if client:state() == "closed" then
         return nil, "closed"
@@ -184,7 +190,7 @@ function _M:acquire(timeout)
     if down then
         return nil, down    -- try once: no round trip can go out now
     end
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     local ok, err, detail
     if not self._max_checked then     -- once per semaphore object: a round trip saved
         ok, err, detail = self:_check_max(deadline, timeout == 0)
@@ -232,7 +238,7 @@ end
 ---@return any ... fn's results, or nil, err
 function _M:run(fn, timeout, ...)
     check_self(self, "run")
-    return util.acquire_run(self, Lease.release, true, fn, timeout, ...)
+    return holds.acquire_run(self, Lease.release, true, fn, timeout, ...)
 end
 
 
@@ -242,7 +248,7 @@ function _M:leases()
     check_self(self, "leases")
     if self._kazoo then
         -- kazoo counts every child of <path>
-        local names, err = util.children(self.client, self.path)
+        local names, err = reads.children(self.client, self.path)
         if not names then
             return nil, err
         end
@@ -273,7 +279,7 @@ end
 -- lock they queue on.
 function _M:_kazoo_participants()
     local client = self.client
-    local names, err = util.children(client, self.path)
+    local names, err = reads.children(client, self.path)
     if not names then
         return nil, err
     end
@@ -282,7 +288,7 @@ function _M:_kazoo_participants()
     for i, name in ipairs(names) do
         paths[i] = self.base .. "/" .. name
     end
-    local holders, herr = util.present_data(client, paths)
+    local holders, herr = reads.present_data(client, paths)
     if not holders then
         return nil, herr
     end
@@ -309,7 +315,7 @@ lease_lost = function(reason, self)
         return
     end
     self._lost_done = true
-    util.call_all(self.semaphore.client, self._lost_fns, "semaphore on_lost", reason)
+    callbacks.call_all(self.semaphore.client, self._lost_fns, "semaphore on_lost", reason)
 end
 
 
@@ -365,7 +371,7 @@ end
 --- "closed" (client:close(), in it).
 function Lease:on_lost(fn)
     check_lease(self, "on_lost")
-    return util.add_fn(self._lost_fns, fn, "on_lost")
+    return args.add_fn(self._lost_fns, fn, "on_lost")
 end
 
 

@@ -24,14 +24,14 @@
 -- once the process that started it is gone, so a crashed test run leaves
 -- nothing behind; testing.destroy_all() ends all of this process's now.
 local zkcoord = require "zkcoord"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 local server = require "zkcoord.testing.server"
 local proxy = require "zkcoord.testing.proxy"
 local proc = require "zkcoord.testing.proc"
 
 local _M = { _VERSION = require("zkcoord.version") }
 
-local argerror = util.argerror
+local argerror = args.argerror
 
 local SERVER_KEYS = { "tick_time", "port", "extra", "jvm_flags", "java", "classpath",
                       "zookeeper_home", "log_level", "timeout" }
@@ -48,7 +48,7 @@ end
 --- kill(), pause(), resume(), running(), mode() ("standalone", ...),
 --- log_tail(n), destroy(). Runtime failures return nil, err.
 function _M.server(opts)
-    return server.start(util.check_opts(opts, SERVER_KEYS, "server", 1))
+    return server.start(args.check_opts(opts, SERVER_KEYS, "server", 1))
 end
 
 
@@ -58,7 +58,7 @@ end
 --- a server as above), leader() (the leader's index), modes(),
 --- wait_ready(timeout?), destroy().
 function _M.ensemble(opts)
-    return server.start_ensemble(util.check_opts(opts, ENSEMBLE_KEYS, "ensemble", 1))
+    return server.start_ensemble(args.check_opts(opts, ENSEMBLE_KEYS, "ensemble", 1))
 end
 
 
@@ -74,7 +74,7 @@ function _M.expire_session(client, hosts, timeout)
     if type(hosts) ~= "string" then
         argerror(2, "expire_session", "hosts must be a string, got " .. type(hosts))
     end
-    util.check_timeout(timeout, "expire_session", 3)
+    args.check_timeout(timeout, "expire_session", 3)
     local sid, pw = client:session_id(), client:session_password()
     if not (sid and pw) then      -- none to expire
         return nil, client:is_closed() and "closed" or "invalid"
@@ -121,7 +121,7 @@ function _M.proxy(target, opts)
     if not (host and port) then
         argerror(1, "proxy", "target must be a server or \"host:port\"")
     end
-    return proxy.start(host, port, util.check_opts(opts, { "luajit" }, "proxy", 2))
+    return proxy.start(host, port, args.check_opts(opts, { "luajit" }, "proxy", 2))
 end
 
 

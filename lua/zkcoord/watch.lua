@@ -30,7 +30,9 @@
 -- new() (bounded) which waits for the first delivery, and cancel() which
 -- waits (bounded, normally one round trip) for a read still in flight so
 -- that the server-side watch it sets can be removed too.
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local transient = require("zkcoord.errors").transient
 
 local type, tostring = type, tostring
@@ -40,14 +42,14 @@ local min = math.min
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
-local check_self = util.self_checker(mt, "watch", "w")
+local check_self = args.self_checker(mt, "watch", "w")
 
 local OPT_KEYS = { "kind", "timeout" }
 
 -- A failed read is sent again at once while "connected", as many times as
 -- a retry's policy allows (the reads are asynchronous: no backoff sleep
 -- here); then the next state change reads.
-local MAX_QUICK_RETRIES = util.DEFAULT_POLICY.max_tries
+local MAX_QUICK_RETRIES = retries.DEFAULT_POLICY.max_tries
 local MAX_STALE = 5            -- older-zxid reads in a row before we give up until the next event
 
 
@@ -72,16 +74,16 @@ end
 ---@return table|nil watch, string? err "timeout" | "closed" | a ZooKeeper code
 function _M.new(client, path, fn, opts)
     if type(client) ~= "table" or type(client.send) ~= "function" then
-        util.argerror(1, "watch", "a zkcoord client expected")
+        args.argerror(1, "watch", "a zkcoord client expected")
     end
     client.check_path(path, "watch", 1)
-    util.check_fn(fn, "watch", 2)
-    opts = util.check_opts(opts, OPT_KEYS, "watch", 3)
+    args.check_fn(fn, "watch", 2)
+    opts = args.check_opts(opts, OPT_KEYS, "watch", 3)
     local kind = opts.kind or "data"
     if kind ~= "data" and kind ~= "children" then
-        util.argerror(3, "watch", "kind must be \"data\" or \"children\"")
+        args.argerror(3, "watch", "kind must be \"data\" or \"children\"")
     end
-    local timeout = util.check_timeout(opts.timeout, "watch", 3)
+    local timeout = args.check_timeout(opts.timeout, "watch", 3)
     if client:state() == "closed" then
         return nil, "closed"
     end
@@ -376,7 +378,7 @@ function _M:_deliver(value, stat)
         if first then
             first:set()
         end
-        util.call(self.client, self.fn, "watch on " .. self.path, value, stat)
+        callbacks.call(self.client, self.fn, "watch on " .. self.path, value, stat)
     end)
 end
 

@@ -48,7 +48,9 @@ end
 -- zkcoord.wait.ngx need an nginx worker), the command line's too: they
 -- load on every VM (process control is in the core, not LuaJIT's FFI).
 local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compat",
-    "zkcoord.util",
+    "zkcoord.util", "zkcoord.util.args", "zkcoord.util.callbacks", "zkcoord.util.deadline",
+    "zkcoord.util.deprecated", "zkcoord.util.held", "zkcoord.util.ids", "zkcoord.util.reads",
+    "zkcoord.util.retry",
     "zkcoord.client", "zkcoord.client.acl", "zkcoord.client.checks", "zkcoord.client.class",
     "zkcoord.client.connect", "zkcoord.client.future", "zkcoord.client.lifecycle",
     "zkcoord.client.nodes", "zkcoord.client.ops", "zkcoord.client.options",

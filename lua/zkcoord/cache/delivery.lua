@@ -9,7 +9,7 @@
 -- protected: a failing listener is logged, the others still run.
 -- Part of the cache's class: these are its private methods (see
 -- zkcoord.cache), called through self.
-local call = require("zkcoord.util").call
+local call = require("zkcoord.util.callbacks").call
 
 local _M = {}
 

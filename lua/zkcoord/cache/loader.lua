@@ -18,14 +18,14 @@
 -- error (the next event or session reads again).
 -- Part of the cache's class: these are its private methods (see
 -- zkcoord.cache), called through self.
-local util = require "zkcoord.util"
+local retries = require "zkcoord.util.retry"
 local transient = require("zkcoord.errors").transient
 
 local tostring = tostring
 
 local _M = {}
 
-local MAX_QUICK_RETRIES = util.DEFAULT_POLICY.max_tries  -- at once while "connected"; then once connected
+local MAX_QUICK_RETRIES = retries.DEFAULT_POLICY.max_tries  -- at once while "connected"; then once connected
 local MAX_STALE = 5            -- older replies in a row for a node before we wait for an event
 
 

@@ -17,7 +17,7 @@ local locks = require "zkcoord.cli.locks"
 local once = require "zkcoord.cli.once"
 
 local exit, usage, describe, note = ex.exit, ex.usage, ex.describe, ex.note
-local MAX_SECONDS = require("zkcoord.util").MAX_SECONDS
+local MAX_SECONDS = require("zkcoord.util.args").MAX_SECONDS
 local SIG = sys.SIG
 
 local _M = {}

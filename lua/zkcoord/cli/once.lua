@@ -12,7 +12,8 @@
 -- the period (and a change of --period is judged by the same record). A
 -- run whose CMD fails (exit status not 0) or whose lock is lost records
 -- nothing: the next host (or the next cron tick) in that period runs CMD.
-local util = require "zkcoord.util"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
 local show = require "zkcoord.cli.show"
 
 local _M = {}
@@ -58,7 +59,7 @@ end
 -- timeout. Returns true, or nil, err, detail.
 function _M.record(c, path, t, id)
     local data = ("%.0f %s"):format(t * 1000, id)
-    return util.retry(c, util.deadline(c:session_timeout()), nil, function()
+    return retries.retry(c, deadlines.deadline(c:session_timeout()), nil, function()
         return c:set(path, data)
     end)
 end

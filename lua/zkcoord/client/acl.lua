@@ -4,7 +4,7 @@
 --
 -- Plain functions on values: none reads a client's fields.
 local C = require("zkcoord.core").c
-local argerror = require("zkcoord.util").argerror
+local argerror = require("zkcoord.util.args").argerror
 local type, ipairs = type, ipairs
 local floor, concat = math.floor, table.concat
 

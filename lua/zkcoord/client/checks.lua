@@ -4,14 +4,14 @@
 --
 -- Plain functions on values: none reads a client's fields (check_self
 -- compares a metatable only).
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 local type, error, pairs, tostring, getmetatable = type, error, pairs, tostring, getmetatable
 local byte, find = string.byte, string.find
 local client_mt = require("zkcoord.client.class").mt
 
 local _M = {}
 
-local argerror = util.argerror
+local argerror = args.argerror
 
 
 --- Raises unless `self` is a client (a method called with `.`).
@@ -94,7 +94,7 @@ end
 
 
 function _M.check_fn(fn, fname, n)
-    if fn ~= nil and not util.is_callable(fn) then
+    if fn ~= nil and not args.is_callable(fn) then
         argerror(n, fname, "watch must be a function or nil", 2)
     end
     return fn

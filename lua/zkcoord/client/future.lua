@@ -6,11 +6,11 @@
 -- is_done, ready. Reads the client only through its contract (waiter,
 -- is_closed, request_timeout).
 local errors = require "zkcoord.errors"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 local compat = require "zkcoord.compat"
 
 local errname = errors.name
-local check_wait = util.check_wait
+local check_wait = args.check_wait
 local type, error, select, getmetatable, setmetatable =
     type, error, select, getmetatable, setmetatable
 local unpack = compat.unpack
@@ -217,7 +217,7 @@ function Future:on_done(fn)
     if getmetatable(self) ~= future_mt then
         not_a_future("on_done")
     end
-    util.check_fn(fn, "on_done")
+    args.check_fn(fn, "on_done")
     local p = self.entry
     if p and not p.done then
         p.late = function()

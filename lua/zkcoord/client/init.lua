@@ -31,7 +31,7 @@
 --   lifecycle  state, listeners, dispatch, contract accessors, close
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 
 require "zkcoord.client.connect"
 require "zkcoord.client.requests"
@@ -43,10 +43,10 @@ require "zkcoord.client.lifecycle"
 -- Argument checks the recipes share (client.check_path(...) on a client
 -- works too: they are fields of the class). raise, argerror and
 -- check_timeout are zkcoord.util's, the library's one home for them.
-_M.raise = util.raise
-_M.argerror = util.argerror
+_M.raise = args.raise
+_M.argerror = args.argerror
 _M.check_path = checks.check_path
-_M.check_timeout = util.check_timeout
+_M.check_timeout = args.check_timeout
 _M.array_length = checks.array_length
 
 return _M

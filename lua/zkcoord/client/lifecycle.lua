@@ -9,11 +9,11 @@
 local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
 local future = require "zkcoord.client.future"
 
 local now = core.now
-local argerror, check_timeout = util.argerror, util.check_timeout
+local argerror, check_timeout = args.argerror, args.check_timeout
 local check_self = checks.check_self
 local complete = future.complete
 local type, pairs, ipairs, next, error = type, pairs, ipairs, next, error
@@ -69,14 +69,14 @@ end
 --- `remove_listener` takes.
 function _M:on_state(fn)
     check_self(self, "on_state")
-    return util.add_fn(self._listeners, fn, "on_state")
+    return args.add_fn(self._listeners, fn, "on_state")
 end
 
 
 --- Removes a function `on_state` added. Returns true if it was there.
 function _M:remove_listener(fn)
     check_self(self, "remove_listener")
-    util.check_fn(fn, "remove_listener")
+    args.check_fn(fn, "remove_listener")
     for i, f in ipairs(self._listeners) do
         if f == fn then
             table.remove(self._listeners, i)
@@ -117,7 +117,7 @@ end
 --- the thread. Drive them with client:run(). In nginx: ngx.thread.spawn.
 function _M:spawn(fn, ...)
     check_self(self, "spawn")
-    util.check_fn(fn, "spawn")
+    args.check_fn(fn, "spawn")
     if type(fn) ~= "function" then
         -- a coroutine's (or light thread's) body must be a function
         local callable = fn

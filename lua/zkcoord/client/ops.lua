@@ -16,8 +16,8 @@ local paths = require "zkcoord.client.paths"
 local C = core.c
 local now = core.now
 local errname = errors.name
-local util = require "zkcoord.util"
-local argerror, is_callable = util.argerror, util.is_callable
+local args = require "zkcoord.util.args"
+local argerror, is_callable = args.argerror, args.is_callable
 local check_self, check_path = checks.check_self, checks.check_path
 local check_version, check_fn, array_length = checks.check_version, checks.check_fn,
                                               checks.array_length

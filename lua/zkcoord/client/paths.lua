@@ -14,14 +14,16 @@ local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
 local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
-local util = require "zkcoord.util"
+local args = require "zkcoord.util.args"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
 
 local C = core.c
 local now = core.now
 local ipairs, find, sub = ipairs, string.find, string.sub
 local check_self, check_path, check_version = checks.check_self, checks.check_path,
                                               checks.check_version
-local argerror, remaining = util.argerror, util.remaining
+local argerror, remaining = args.argerror, deadlines.remaining
 
 local M = {}
 
@@ -88,10 +90,10 @@ end
 function _M:ensure_path(path, opts)
     check_self(self, "ensure_path")
     check_path(path, "ensure_path", 1)
-    opts = util.check_opts(opts, ENSURE_KEYS, "ensure_path", 2)
+    opts = args.check_opts(opts, ENSURE_KEYS, "ensure_path", 2)
     checks.check_flags(opts, ENSURE_FLAGS, "ensure_path", 2)    -- "no" made containers
     local acl_entries = opts.acl and acl.normalize(opts.acl, "ensure_path", 2) or self._acl
-    local timeout = util.check_timeout(opts.timeout, "ensure_path", 2)
+    local timeout = args.check_timeout(opts.timeout, "ensure_path", 2)
     local deadline = now() + (timeout or self:request_timeout())
     if path == "/" then
         return true
@@ -104,7 +106,7 @@ function _M:ensure_path(path, opts)
         return nil, err
     end
     local mode = opts.container and C.CONTAINER or C.PERSISTENT
-    return util.retry(self, deadline, ENSURE_POLICY, make_path, self, path, acl_entries,
+    return retries.retry(self, deadline, ENSURE_POLICY, make_path, self, path, acl_entries,
                       mode, deadline)
 end
 
@@ -166,10 +168,10 @@ end
 --- timeout = }). Contract for zkcoord.client.ops.
 function M.send_delete(self, path, opts)
     check_path(path, "delete", 1)
-    opts = util.check_opts(opts, DELETE_KEYS, "delete", 2)
+    opts = args.check_opts(opts, DELETE_KEYS, "delete", 2)
     checks.check_flags(opts, DELETE_FLAGS, "delete", 2)
     local version = check_version(opts.version, "delete", 2)
-    local timeout = util.check_timeout(opts.timeout, "delete", 2)
+    local timeout = args.check_timeout(opts.timeout, "delete", 2)
     if not opts.recursive then
         return self:_request(nil, "delete", path, version)
     end
@@ -178,7 +180,7 @@ function M.send_delete(self, path, opts)
     end
     return future.composite(self, function(_, wait_timeout)
         local deadline = now() + (wait_timeout or timeout or self:request_timeout())
-        return util.retry(self, deadline, DELETE_POLICY, delete_tree, self, path, version,
+        return retries.retry(self, deadline, DELETE_POLICY, delete_tree, self, path, version,
                           deadline)
     end)
 end

@@ -12,12 +12,13 @@ local _M = require "zkcoord.client.class"
 local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
 local options = require "zkcoord.client.options"
-local util = require "zkcoord.util"
-local argerror = util.argerror
+local args = require "zkcoord.util.args"
+local retries = require "zkcoord.util.retry"
+local argerror = args.argerror
 
 local now = core.now
 local errname = errors.name
-local retry = util.retry
+local retry = retries.retry
 local check_self = require("zkcoord.client.checks").check_self
 local new_entry, new_future, failed_future = future.new_entry, future.new, future.failed
 local type = type
@@ -112,7 +113,7 @@ function _M:retry(deadline, fn, ...)
     if deadline ~= nil and (type(deadline) ~= "number" or deadline ~= deadline) then
         argerror(1, "retry", "deadline must be a number (a zkcoord.now() time) or nil")
     end
-    if not util.is_callable(fn) then
+    if not args.is_callable(fn) then
         argerror(2, "retry", "fn must be a function, got " .. type(fn))
     end
     return retry(self, deadline, self._retry, fn, ...)

@@ -30,7 +30,9 @@
 -- Functions take the counter as `self`: this module is part of the
 -- counter's class and reads its fields (zkcoord.counter documents them).
 local core = require "zkcoord.core"
-local util = require "zkcoord.util"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
@@ -44,7 +46,7 @@ local MAYBE = write.MAYBE
 local encode, decode, out_of_range = write.encode, write.decode, write.out_of_range
 local lost_reply, backoff, send = write.lost_reply, write.backoff, write.send
 local maybe = write.maybe
-local remaining = util.remaining
+local remaining = deadlines.remaining
 
 local _M = {}
 
@@ -65,7 +67,7 @@ end
 -- the same turn as the watch that sets them: the waiters' contract is that
 -- set() wakes a waiting coroutine once even then, so nothing here reaches
 -- into a waiter.
-local waker = util.waker
+local waker = callbacks.waker
 
 
 -- Our entry was written by a head: its value is ours. Deletes the entry.
@@ -101,7 +103,7 @@ end
 local function join(self, dtext)
     local client, path = self.client, self.path
     local node, err
-    for _ = 1, util.MAX_RACES do    -- again only when the counter's node went meanwhile
+    for _ = 1, retries.MAX_RACES do    -- again only when the counter's node went meanwhile
         node, err = send(self, nil, client.create,
                          path .. "/" .. ENTRY_NAME:format(core.uuid(), dtext),
                          "d" .. dtext, { ephemeral = true, sequential = true })
@@ -298,7 +300,7 @@ end
 --- writes as the head. Returns the add's value, or nil, err, detail.
 function _M.add_in_line(self, delta)
     local o, w = self._opts, self.client:waiter()
-    local deadline = util.deadline(o.timeout)
+    local deadline = deadlines.deadline(o.timeout)
     local dtext = format("%d", delta)
     local node, err, detail = join(self, dtext)
     if not node then

@@ -18,13 +18,13 @@
 -- Functions take the counter as `self`: this module is part of the
 -- counter's class and reads its fields (zkcoord.counter documents them).
 local core = require "zkcoord.core"
-local util = require "zkcoord.util"
+local retries = require "zkcoord.util.retry"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
 
 local format = string.format
 local min = math.min
 local random = core.random
-local retry = util.retry
+local retry = retries.retry
 
 local _M = {}
 
@@ -123,7 +123,7 @@ local send = _M.send
 ---@return integer|nil value, table|string stat or err, string? detail
 function _M.read(self)
     local client, path = self.client, self.path
-    for _ = 1, util.MAX_RACES do    -- again only when the node went between create and read
+    for _ = 1, retries.MAX_RACES do    -- again only when the node went between create and read
         local data, stat = client:get(path)
         if data then
             local v, err, detail = decode(self, data)

@@ -14,13 +14,14 @@
 -- (a lost create reply finds it by its name, which only we know), watched
 -- while held (on_lost), deleted only while ours.
 local core = require "zkcoord.core"
-local util = require "zkcoord.util"
+local deadlines = require "zkcoord.util.deadline"
+local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 local owned_node = require "zkcoord.owned_node"
 
 local setmetatable, ipairs = setmetatable, ipairs
 local gsub = string.gsub
-local remaining = util.remaining
+local remaining = deadlines.remaining
 local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 
 local _M = {}
@@ -33,7 +34,7 @@ local function gone(self)
         self.client:disown_node(self.node_path)
         local fns = self._lost_fns
         for i = 1, #fns, 2 do
-            util.call(self.client, fns[i], "kazoo lease on_lost", reason, fns[i + 1])
+            callbacks.call(self.client, fns[i], "kazoo lease on_lost", reason, fns[i + 1])
         end
     end
 end
@@ -117,12 +118,12 @@ end
 --- looks again once connected (the read waits for it), until the deadline.
 function _M:enter(timeout)
     local client = self.client
-    local deadline = util.deadline(timeout)
+    local deadline = deadlines.deadline(timeout)
     local try = timeout == 0
     local epoch = self._epoch
     while self._epoch == epoch do
         local ev = client:waiter():event()
-        local wake = util.waker(ev)
+        local wake = callbacks.waker(ev)
         local ok, err = try_lease(self, not try and deadline or nil, wake)
         if ok then
             self._maybe = nil

@@ -16,12 +16,14 @@
 -- for it is deleted when its reply arrives.
 local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
-local util = require "zkcoord.util"
+local deadlines = require "zkcoord.util.deadline"
+local retries = require "zkcoord.util.retry"
+local callbacks = require "zkcoord.util.callbacks"
 local join = require "zkcoord.line.join"
 local walk = require "zkcoord.line.walk"
 
 local errname, unknown_outcome = errors.name, errors.unknown_outcome
-local remaining = util.remaining
+local remaining = deadlines.remaining
 
 local ipairs = ipairs
 local match, sub = string.match, string.sub
@@ -69,7 +71,7 @@ function _M:_lost(reason)
     self:_forget()
     local fns, client = self._lost_fns, self.client
     for i = 1, #fns, 2 do
-        util.call(client, fns[i], "line on_lost", reason, fns[i + 1])
+        callbacks.call(client, fns[i], "line on_lost", reason, fns[i + 1])
     end
 end
 
@@ -331,7 +333,7 @@ function _M:_recover_create(err, prefix, serial, deadline)
         -- libzookeeper's name for a link that went silent: a connection loss
         return nil, err == "operationtimeout" and "connectionloss" or err
     end
-    local connected, werr = util.wait_connected(self.client, deadline)
+    local connected, werr = deadlines.wait_connected(self.client, deadline)
     if not connected then
         if err ~= "sessionexpired" or self.persistent then
             delete_by_prefix(self, prefix, serial)   -- it may exist
@@ -416,8 +418,8 @@ end
 function _M:_create(deadline)
     local try = { prefix = "_c_" .. uuid() .. "-" }
     local ok, res, b
-    for _ = 1, util.MAX_RACES do
-        ok, res, b = util.retry(self.client, deadline, self:_policy(), create_once, self,
+    for _ = 1, retries.MAX_RACES do
+        ok, res, b = retries.retry(self.client, deadline, self:_policy(), create_once, self,
                                 deadline, try)
         if ok or res ~= "nonode" then
             return ok, res, b

@@ -14,7 +14,7 @@
 -- have many acquires or adds in flight, as nginx requests do. Waits outside
 -- a spawned coroutine block as before.
 local core = require "zkcoord.core"
-local check_wait = require("zkcoord.util").check_wait
+local check_wait = require("zkcoord.util.args").check_wait
 
 local now = core.now
 local setmetatable, type, error, pairs, select, tostring, unpack =
