@@ -25,9 +25,11 @@ mkdir -p "$work/src"
 cp -r lua/zkcoord "$work/src/"
 find "$work/src" -name '*.so' -delete
 # Parts with no public items of their own (their methods are documented on
-# the class they join: cache.lua, the client's modules) and the old name of
-# zkcoord.line: LDoc would list them as empty modules.
-for f in cache/delivery cache/events cache/loader cache/tree client/class queue; do
+# the class they join: cache.lua, the client's modules; the proxy's, on
+# zkcoord.testing) and the old name of zkcoord.line: LDoc would list them as
+# empty modules.
+for f in cache/delivery cache/events cache/loader cache/tree client/class queue \
+         testing/proxy testing/proxy_process; do
   rm -f "$work/src/zkcoord/$f.lua"
 done
 # The client is one class spread over client/*.lua: LDoc reads the parts
@@ -60,7 +62,7 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # "script" kind, named Internals in config.ld (a new_type would be listed
 # first).
 internal_modules="util util/args util/callbacks util/deadline util/deprecated util/held util/ids
-  util/reads util/retry client/checks client/options client/acl client/pump line/node
+  util/reads util/retry metrics/text client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"

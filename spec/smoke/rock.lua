@@ -71,9 +71,10 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.lease", "zkcoord.lease.format", "zkcoord.multi_lease",
     "zkcoord.cli.args", "zkcoord.cli.exit", "zkcoord.cli.help", "zkcoord.cli.session",
     "zkcoord.cli.show", "zkcoord.cli", "zkcoord.cli.held", "zkcoord.cli.locks",
-    "zkcoord.cli.once", "zkcoord.cli.sys", "zkcoord.cli.verbs",
+    "zkcoord.cli.once", "zkcoord.cli.supervise", "zkcoord.cli.sys", "zkcoord.cli.verbs",
     "zkcoord.testing", "zkcoord.testing.files", "zkcoord.testing.proc",
-    "zkcoord.testing.server", "zkcoord.testing.proxy" }
+    "zkcoord.testing.server", "zkcoord.testing.jvm", "zkcoord.testing.ensemble",
+    "zkcoord.testing.proxy" }
 
 local zkcoord
 check("loading every module changes no global and not math.random's sequence", function()

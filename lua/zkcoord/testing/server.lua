@@ -7,125 +7,28 @@
 -- so a crashed or timed-out test run leaves no servers behind. Needs java
 -- and ZooKeeper's jars (Debian's zookeeper package, or ZOOKEEPER_HOME).
 local proc = require "zkcoord.testing.proc"
+local jvm = require "zkcoord.testing.jvm"
 
 local _M = {}
 
 local Server = {}
 Server.__index = Server
 
-local Ensemble = {}
-Ensemble.__index = Ensemble
-
--- Everything started by this process and not destroyed yet.
+-- Everything started by this process and not destroyed yet (its
+-- ensembles too: zkcoord.testing.ensemble).
 local live = {}
+_M.live = live
 
 local DEFAULT_TICK = 500          -- min session timeout = 2 * tickTime = 1 s
 local READY_TIMEOUT = 30
-local ENSEMBLE_TIMEOUT = 60
 local STOP_GRACE = 10
 local PAUSE_TIMEOUT = 10
 
 
-local file_exists = proc.file_exists
+local classpath, log_configs, write_config = jvm.classpath, jvm.log_configs, jvm.write_config
 
 
--- Debian's zookeeper.jar manifest only pulls slf4j-api, so without a
--- binding the server logs nothing (SLF4J NOP). Add Debian's log4j 1.2
--- binding. An upstream tarball (ZOOKEEPER_HOME) ships logback instead; both
--- config files are written, each backend reads its own.
-local function classpath(opts, confdir)
-    if opts.classpath then
-        return confdir .. ":" .. opts.classpath
-    end
-    local home = opts.zookeeper_home or os.getenv("ZOOKEEPER_HOME")
-    if home and home ~= "" then
-        return table.concat({ confdir, home .. "/lib/*", home .. "/*" }, ":")
-    end
-    local cp = { confdir, "/usr/share/java/zookeeper.jar" }
-    local jars = { "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar" }
-    if opts.tls then
-        -- NettyServerCnxnFactory: the manifest names netty's handler,
-        -- transport and buffer, not what they need in turn
-        for _, j in ipairs({ "codec", "resolver", "transport-native-unix-common" }) do
-            jars[#jars + 1] = "/usr/share/java/netty-" .. j .. ".jar"
-        end
-    end
-    for _, jar in ipairs(jars) do
-        if file_exists(jar) then
-            cp[#cp + 1] = jar
-        end
-    end
-    return table.concat(cp, ":")
-end
-
-
-local function log_configs(dir, level)
-    local ok, err = proc.write_file(dir .. "/log4j.properties", table.concat({
-        "log4j.rootLogger=" .. level .. ", CONSOLE",
-        "log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender",
-        "log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout",
-        "log4j.appender.CONSOLE.layout.ConversionPattern="
-            .. "%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n",
-        "",
-    }, "\n"))
-    if not ok then
-        return nil, err
-    end
-    return proc.write_file(dir .. "/logback.xml", table.concat({
-        "<configuration>",
-        '  <appender name="CONSOLE" class="ch.qos.logback.core.ConsoleAppender">',
-        "    <encoder><pattern>%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n</pattern></encoder>",
-        "  </appender>",
-        '  <root level="' .. level .. '"><appender-ref ref="CONSOLE"/></root>',
-        "</configuration>",
-        "",
-    }, "\n"))
-end
-
-
-local function extra_lines(extra)
-    if extra == nil then
-        return {}
-    elseif type(extra) == "string" then
-        return { extra }
-    elseif type(extra) == "table" then
-        return extra
-    end
-    error("opts.extra must be a string or a list of lines", 3)
-end
-
-
-local function write_config(s, opts, server_lines)
-    local lines = {
-        "tickTime=" .. s.tick_time,
-        "initLimit=10",
-        "syncLimit=5",
-        "dataDir=" .. s.dir .. "/data",
-        "clientPort=" .. s.port,
-        "clientPortAddress=127.0.0.1",
-        "admin.enableServer=false",
-        "4lw.commands.whitelist=*",
-        "forceSync=no",
-        "maxClientCnxns=0",
-        -- Txn logs are preallocated in 64 MB steps by default.
-        "preAllocSize=4096",
-    }
-    for _, l in ipairs(server_lines or {}) do
-        lines[#lines + 1] = l
-    end
-    if opts.tls then
-        for _, l in ipairs(opts.tls:server_lines(s.tls_port)) do
-            lines[#lines + 1] = l
-        end
-    end
-    for _, l in ipairs(extra_lines(opts.extra)) do
-        lines[#lines + 1] = l
-    end
-    lines[#lines + 1] = ""
-    return proc.write_file(s.cfg, table.concat(lines, "\n"))
-end
-
-
+-- A server object (not started yet) in `dir`: zkcoord.testing.ensemble makes its own.
 local function new_server(dir, port, opts, cleanup_dir)
     assert(opts.tick_time == nil or type(opts.tick_time) == "number",
         "opts.tick_time must be a number (ms)")
@@ -174,6 +77,7 @@ local function new_server(dir, port, opts, cleanup_dir)
     end
     return s
 end
+_M.new = new_server
 
 
 -- Last lines of the server's log, for error messages.
@@ -425,172 +329,10 @@ function _M.start(opts)
     end
 end
 
--- Ensembles ------------------------------------------------------------------
-
-
-function Ensemble:leader()
-    for i, s in ipairs(self.servers) do
-        if s:running() and s:mode(0.5) == "leader" then
-            return i
-        end
-    end
-    return nil
-end
-
-
--- Modes of all servers ({ "follower", "leader", false, ... }).
-function Ensemble:modes()
-    local modes = {}
-    for i, s in ipairs(self.servers) do
-        modes[i] = s:running() and s:mode(0.5) or false
-    end
-    return modes
-end
-
-
--- Waits until every running server serves and exactly one is the leader.
-function Ensemble:wait_ready(timeout)
-    timeout = timeout or ENSEMBLE_TIMEOUT
-    local deadline = proc.now() + timeout
-    local modes
-    while true do
-        local leaders, ready, running = 0, 0, 0
-        modes = {}
-        for i, s in ipairs(self.servers) do
-            if s.pid then
-                if not s:running() then
-                    return nil, "server " .. i .. " exited; log tail:\n"
-                        .. s:log_tail()
-                end
-                running = running + 1
-                local m = s:ready(0.5) and s:mode(0.5)
-                modes[i] = tostring(m)
-                if m then
-                    ready = ready + 1
-                    if m == "leader" then
-                        leaders = leaders + 1
-                    end
-                end
-            else
-                modes[i] = "stopped"
-            end
-        end
-        if running > 0 and ready == running and leaders == 1 then
-            return true
-        end
-        if proc.now() >= deadline then
-            local tails = {}
-            for i, s in ipairs(self.servers) do
-                tails[#tails + 1] = "server " .. i .. ":\n" .. s:log_tail(8)
-            end
-            return nil, "ensemble not ready after " .. timeout .. " s (modes: "
-                .. table.concat(modes, ",") .. ")\n" .. table.concat(tails, "\n")
-        end
-        proc.sleep(0.1)
-    end
-end
-
-
-function Ensemble:destroy()
-    -- TERM everyone first so they shut down in parallel.
-    for _, s in ipairs(self.servers) do
-        if s:running() then
-            proc.kill(s.pid, "CONT")
-            proc.kill(s.pid, "TERM")
-        end
-    end
-    local ok, err = true, nil
-    for _, s in ipairs(self.servers) do
-        local sok, serr = s:stop(5)
-        if not sok then
-            ok, err = nil, serr
-        end
-        live[s] = nil
-    end
-    live[self] = nil
-    if self.dir then
-        proc.rm_rf(self.dir)
-    end
-    return ok, err
-end
-
-
 -- Starts `opts.size` (default 3) servers in parallel and waits (default
--- 60 s) for one leader. Other opts as for start().
+-- 60 s) for one leader. Other opts as for start() (zkcoord.testing.ensemble).
 function _M.start_ensemble(opts)
-    opts = opts or {}
-    assert(type(opts) == "table", "zkserver.start_ensemble: opts must be a table")
-    local size = opts.size or 3
-    assert(type(size) == "number" and size >= 1, "opts.size must be >= 1")
-    local root, err = proc.mktemp_dir("zkcoord-zk-")
-    if not root then
-        return nil, err
-    end
-    local e = setmetatable({ dir = root, servers = {} }, Ensemble)
-    live[e] = true
-
-    -- free_port() never hands out one port twice in a process; the check
-    -- below is kept as a cheap guard.
-    local ports, taken, server_lines, hosts = {}, {}, {}, {}
-    for i = 1, size do
-        local p = {}
-        for k = 1, 3 do
-            local port
-            repeat
-                port, err = proc.free_port()
-                if not port then
-                    e:destroy()
-                    return nil, err
-                end
-            until not taken[port]
-            taken[port] = true
-            p[k] = port
-        end
-        ports[i] = p
-        server_lines[i] = string.format("server.%d=127.0.0.1:%d:%d", i,
-            p[2], p[3])
-        hosts[i] = "127.0.0.1:" .. p[1]
-    end
-    e.hosts = table.concat(hosts, ",")
-
-    for i = 1, size do
-        local dir = root .. "/s" .. i
-        local s
-        s, err = new_server(dir, ports[i][1], opts, root)
-        if not s then
-            e:destroy()
-            return nil, err
-        end
-        s.id = i
-        local ok
-        ok, err = write_config(s, opts, server_lines)
-        if ok then
-            ok, err = proc.write_file(dir .. "/data/myid", i .. "\n")
-        end
-        if not ok then
-            e:destroy()
-            return nil, err
-        end
-        e.servers[i] = s
-        live[s] = true
-    end
-    for _, s in ipairs(e.servers) do
-        local ok
-        ok, err = s:start({ wait = false })
-        if not ok then
-            e:destroy()
-            return nil, err
-        end
-    end
-    local t0 = proc.now()
-    local ok
-    ok, err = e:wait_ready(opts.timeout or ENSEMBLE_TIMEOUT)
-    if not ok then
-        e:destroy()
-        return nil, err
-    end
-    e.ready_time = proc.now() - t0
-    return e
+    return require("zkcoord.testing.ensemble").start(opts)
 end
 
 
@@ -599,7 +341,7 @@ end
 function _M.destroy_all()
     local ensembles, servers = {}, {}
     for obj in pairs(live) do
-        local list = getmetatable(obj) == Ensemble and ensembles or servers
+        local list = getmetatable(obj) ~= Server and ensembles or servers
         list[#list + 1] = obj
     end
     for _, e in ipairs(ensembles) do
