@@ -28,16 +28,16 @@ find "$work/src" -name '*.so' -delete
 # the class they join: cache.lua, the client's modules; the proxy's, on
 # zkcoord.testing) and the old name of zkcoord.line: LDoc would list them as
 # empty modules.
-for f in cache/delivery cache/events cache/loader cache/tree client/class queue \
+for f in cache/delivery cache/events cache/loader cache/tree client/class client/contract queue \
          testing/proxy testing/proxy_process; do
   rm -f "$work/src/zkcoord/$f.lua"
 done
 # The client is one class spread over client/*.lua: LDoc reads the parts
 # that add its methods as one file, the page of zkcoord.client (init.lua's
 # header first). Its internal parts (the pump a waiter drives, ACL
-# conversion, argument checks, options) keep pages of their own, so the
+# conversion, argument checks, options, TLS) keep pages of their own, so the
 # client's page lists what a user calls.
-internal="acl checks options pump"
+internal="acl checks options pump tls"
 ( cd "$work/src/zkcoord/client" &&
   cat init.lua $(ls *.lua | grep -v '^init\.lua$' |
                  grep -vxF "$(printf '%s.lua\n' $internal)") >../client.lua &&
@@ -61,8 +61,9 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # user) get a section of their own, after the modules users call: LDoc's
 # "script" kind, named Internals in config.ld (a new_type would be listed
 # first).
-internal_modules="util util/args util/callbacks util/deadline util/deprecated util/held util/ids
-  util/reads util/retry metrics/text client/checks client/options client/acl client/pump line/node
+internal_modules="contract util util/args util/callbacks util/deadline util/deprecated util/held util/ids
+  util/reads util/retry metrics/text client/checks client/options client/acl client/pump
+  client/tls line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"

@@ -5,6 +5,7 @@ local zk = require "helpers.zk"
 local zkcoord = require "zkcoord"
 local queue = require "zkcoord.queue"
 local ffi = require "ffi"
+local contract = require "zkcoord.contract"
 
 -- Values that are not the object a method belongs to: none of them may be
 -- indexed by the check (a number, a boolean, cdata ...).
@@ -794,7 +795,7 @@ describe("argument checks #zk", function()
             -- 600 is fine; math.huge is no limit for the connect and request timeouts
             local c3 = zk.client { chroot = root, request_timeout = HUGE, connect_timeout = HUGE,
                                    lost_after = 600 }
-            assert.equal(HUGE, c3:request_timeout())
+            assert.equal(HUGE, contract.request_timeout(c3))
             assert.is_false(c3:exists("/nothing"))
         end)
     end)

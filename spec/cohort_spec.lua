@@ -5,6 +5,7 @@ local zkcoord = require "zkcoord"
 local cohort = require "zkcoord.cohort"
 local lockmod = require "zkcoord.lock"
 local line = require "zkcoord.line"
+local contract = require "zkcoord.contract"
 
 -- Is token pair (z, n) above (z0, n0)? (zkcoord.cohort's order)
 local function above(z, n, z0, n0)
@@ -257,7 +258,7 @@ describe("lock cohort #zk", function()
             holder_co = coroutine.running()
             assert(lock:acquire(10))
             lost_czxid = lock:token()
-            while #lost == 0 and not c:is_closed() do
+            while #lost == 0 and not contract.is_closed(c) do
                 c:waiter():sleep(0.02)
             end
             assert.is_false(lock:held())
@@ -269,7 +270,7 @@ describe("lock cohort #zk", function()
                 local ok, err = lock:acquire(30)
                 assert(ok, err)
                 local z, n = lock:token()
-                granted[#granted + 1] = { i = i, z = z, n = n, serial = c:serial() }
+                granted[#granted + 1] = { i = i, z = z, n = n, serial = contract.serial(c) }
                 assert(lock:release())
             end)
         end
@@ -643,7 +644,7 @@ describe("lock cohort #zk", function()
             assert(a:release())      -- handed to B, which has not resumed
             assert(zk.admin():delete(root .. node))
             zk.proc.sleep(0.3)       -- the delete reaches the process, unread
-            c:current_state()        -- read now, before B resumes
+            contract.current_state(c)        -- read now, before B resumes
         end)
         assert.is_true(c:run(20))
         assert.same({}, lost)

@@ -6,6 +6,7 @@
 local zk = require "helpers.zk"
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
+local contract = require "zkcoord.contract"
 -- What a waiter keeps below the entry it watches, and the shortest line
 -- it walks without a proof (zkcoord.line.walk).
 local has_walk, walk = pcall(require, "zkcoord.line.walk")
@@ -122,10 +123,10 @@ describe("line walk #zk", function()
             return kids and #kids == 2
         end), "the two did not join")
         assert.truthy(run_until(pc, settled(pc)))
-        local conn = pc:connection()
+        local conn = contract.connection(pc)
         proxy:cut()
         assert.truthy(run_until(pc, function()
-            return pc:connection() > conn and pc:state() == "connected"
+            return contract.connection(pc) > conn and pc:state() == "connected"
         end), "no reconnection")
         local reads = sent(pc, "exists") + sent(pc, "get")
         released = true

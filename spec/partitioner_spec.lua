@@ -6,6 +6,7 @@ local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
 local util = require "zkcoord.util"
+local contract = require "zkcoord.contract"
 
 -- Pumps every client until cond() holds (or the timeout).
 local function settle(clients, cond, timeout)
@@ -384,10 +385,10 @@ c:close()
         assert(other:delete("/w/owners/0"))
         assert.falsy(settle(all, function() return #p:owned() == 2 end, 1), "the watch still fired")
         -- a cut and a reconnect in the same session
-        local conn = pc:connection()
+        local conn = contract.connection(pc)
         assert(proxy:cut())
         assert.truthy(settle(all, function()
-            return pc:connection() > conn and pc:state() == "connected"
+            return contract.connection(pc) > conn and pc:state() == "connected"
         end), "no reconnect")
         assert.truthy(settle(all, function() return #p:owned() == 2 end), "partition 0 never taken")
         assert.equal(pc:session_id(), (other:exists("/w/owners/0")).ephemeral_owner)

@@ -13,6 +13,7 @@ local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tlscerts = require "helpers.tlscerts"
 local tcpproxy = require "helpers.tcpproxy"
+local contract = require "zkcoord.contract"
 
 local CONNECT_TIMEOUT = 10
 
@@ -228,9 +229,9 @@ describe("tls #tls", function()
         local sid = c:session_id()
         assert.truthy(c:create(root, "x", { ephemeral = true }))
         assert(proxy:cut())
-        assert.truthy(c:wait_state(function(st) return st ~= "connected" end, timeout))
+        assert.truthy(contract.wait_state(c, function(st) return st ~= "connected" end, timeout))
         assert(proxy:pass())
-        assert.truthy(c:wait_state(function(st) return st == "connected" end, timeout),
+        assert.truthy(contract.wait_state(c, function(st) return st == "connected" end, timeout),
                       c:state())
         assert.equals(sid, c:session_id())
         local data

@@ -24,6 +24,7 @@ local deadlines = require "zkcoord.util.deadline"
 local retries = require "zkcoord.util.retry"
 local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
+local contract = require "zkcoord.contract"
 
 local setmetatable = setmetatable
 local now = core.now
@@ -45,7 +46,7 @@ local check_self = args.self_checker(mt, "barrier", "b")
 ---@param client table
 ---@param path string
 function _M.new(client, path)
-    client.check_path(path, "barrier", 1)
+    contract.check_path(path, "barrier", 1)
     if path == "/" then
         args.argerror(1, "barrier", "the root cannot be a barrier")
     end
@@ -71,7 +72,7 @@ end
 function _M:create()
     check_self(self, "create")
     local client = self.client
-    local deadline = now() + client:request_timeout()
+    local deadline = now() + contract.request_timeout(client)
     local ok, err = retry(client, deadline, AGAIN, create_once, client, self.path, deadline)
     if ok or err == "nodeexists" then
         return true
@@ -87,7 +88,7 @@ end
 function _M:remove()
     check_self(self, "remove")
     local client = self.client
-    local deadline = now() + client:request_timeout()
+    local deadline = now() + contract.request_timeout(client)
     local seen = { maybe = false }
     local ok, err = retry(client, deadline, AGAIN, delete_once, client, self.path, deadline,
                           seen)
@@ -125,7 +126,7 @@ function _M:wait(timeout)
         return nil, down    -- only looks, and no look can go out now
     end
     while true do
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return nil, "closed"
         end
         local ev = client:waiter():event()
@@ -146,7 +147,7 @@ function _M:wait(timeout)
         ev:wait(remaining(deadline))
         if not ev.is_set then
             client:remove_watches(path, wake)
-            return nil, client:is_closed() and "closed" or "timeout"
+            return nil, contract.is_closed(client) and "closed" or "timeout"
         end
         -- fired (deleted, changed, or the session ended): look again
     end

@@ -48,14 +48,14 @@
 -- Each part returns methods named `_x`, defined in one part only; they
 -- are copied onto the class here and call one another through self.
 
-local client_mod = require "zkcoord.client"
 local args = require "zkcoord.util.args"
+local contract = require "zkcoord.contract"
 
 local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
 local sub, gsub = string.sub, string.gsub
 local huge, min = math.huge, math.min
-local argerror, check_path = args.argerror, client_mod.check_path
+local argerror, check_path = args.argerror, contract.check_path
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }

@@ -66,6 +66,7 @@
 local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
+local contract = require "zkcoord.contract"
 
 local now, remaining, argerror = core.now, util.remaining, util.argerror
 local type, pairs, ipairs, setmetatable, math_floor = type, pairs, ipairs, setmetatable, math.floor
@@ -207,7 +208,7 @@ local function await(e, client, deadline)
         return e.state
     end
     e.gone = true
-    return nil, client:is_closed() and "closed" or "timeout"
+    return nil, contract.is_closed(client) and "closed" or "timeout"
 end
 
 
@@ -525,7 +526,7 @@ local function handed(c, h, deadline)
     end
     if rec.confirmed == nil and not rec.lost then
         release_exclusive(h)     -- out of time: to the next, or the node goes
-        return nil, c.client:is_closed() and "closed" or "timeout"
+        return nil, contract.is_closed(c.client) and "closed" or "timeout"
     end
     c.rec, c.holder, c.state = nil, nil, "entering"   -- not confirmed: a new node
     h.q:leave()

@@ -79,6 +79,7 @@ local fmt = require "zkcoord.counter.format"
 local write = require "zkcoord.counter.write"
 local line = require "zkcoord.counter.line"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
+local contract = require "zkcoord.contract"
 
 local type, pairs, setmetatable = type, pairs, setmetatable
 local ipairs = ipairs
@@ -146,7 +147,7 @@ function _M.new(client, path, opts)
         end
     end
     args.check_timeout(opts.timeout, "counter", 2)
-    client.check_path(path, "counter", 1)
+    contract.check_path(path, "counter", 1)
     local o = {}
     for k, v in pairs(DEFAULTS) do o[k] = v end
     for k, v in pairs(opts) do o[k] = v end
@@ -304,7 +305,7 @@ function _M:add(delta)
     local queued = self._joiners
     queued[#queued + 1] = slot
     local o = self._opts
-    local bound = o.timeout + o.max_tries * (self.client:request_timeout() + o.max_delay)
+    local bound = o.timeout + o.max_tries * (contract.request_timeout(self.client) + o.max_delay)
     while not slot.ev:wait(bound) do
         if not slot.taken then
             -- Never written: leave the queue, nothing happened.

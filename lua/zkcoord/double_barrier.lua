@@ -38,6 +38,7 @@ local retries = require "zkcoord.util.retry"
 local callbacks = require "zkcoord.util.callbacks"
 local ids = require "zkcoord.util.ids"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
+local contract = require "zkcoord.contract"
 
 local now, uuid = core.now, core.uuid
 local type, ipairs, setmetatable = type, ipairs, setmetatable
@@ -64,7 +65,7 @@ local OPEN_AGAIN = { max_tries = math.huge, also = unknown_outcome }
 ---@param num_clients integer how many participants make a round (>= 1)
 ---@param opts zkcoord.double_barrier_opts?
 function _M.new(client, path, num_clients, opts)
-    client.check_path(path, "double_barrier", 1)
+    contract.check_path(path, "double_barrier", 1)
     if path == "/" then
         args.argerror(1, "double_barrier", "the root cannot be a barrier")
     end
@@ -203,7 +204,7 @@ function _M:enter(timeout)
         return true
     end
     while true do
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return self:_give_up("closed")
         end
         local ev = client:waiter():event()
@@ -235,7 +236,7 @@ function _M:enter(timeout)
         ev:wait(remaining(deadline))
         if not ev.is_set then
             client:remove_watches(ready, w.fn)
-            return self:_give_up(client:is_closed() and "closed" or "timeout")
+            return self:_give_up(contract.is_closed(client) and "closed" or "timeout")
         end
         local fired = w.fired
         if fired and (fired.type == "created" or fired.type == "changed") then
@@ -261,10 +262,10 @@ function _M:_delete_own()
     local client = self.client
     local node, maybe = self._node, self._maybe
     self._node, self._entered, self._maybe = nil, false, nil
-    if node and self._sid == client:session_id() and not client:is_closed() then
+    if node and self._sid == client:session_id() and not contract.is_closed(client) then
         client:delete_guaranteed(node)
     end
-    if maybe and maybe[2] == client:session_id() and not client:is_closed() then
+    if maybe and maybe[2] == client:session_id() and not contract.is_closed(client) then
         client:delete_guaranteed(maybe[1])
     end
 end
@@ -284,7 +285,7 @@ function _M:leave(timeout)
     -- kazoo: the first to leave removes "ready", so it cannot outlive the round.
     client:send("delete", base .. READY)
     while true do
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return nil, "closed"
         end
         if self._node and self._sid ~= client:session_id() then
@@ -327,7 +328,7 @@ function _M:leave(timeout)
             ev:wait(remaining(deadline))
             if not ev.is_set then
                 client:remove_watches(base .. target, wake)
-                return nil, client:is_closed() and "closed" or "timeout"
+                return nil, contract.is_closed(client) and "closed" or "timeout"
             end
         else
             client:remove_watches(base .. target, wake)   -- gone already: look again

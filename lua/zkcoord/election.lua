@@ -67,6 +67,7 @@ local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 local kazoo = require "zkcoord.layout.kazoo"
+local contract = require "zkcoord.contract"
 
 local type, setmetatable, ipairs, tostring = type, setmetatable, ipairs, tostring
 local remaining, argerror, call_all = util.remaining, util.argerror, util.call_all
@@ -126,7 +127,7 @@ function _M.new(client, path, opts)
         argerror(2, "election", "rejoin must be a boolean")
     end
     local requeue = check_requeue(opts.requeue, "election")
-    client.check_path(path, "election", 1)
+    contract.check_path(path, "election", 1)
     local drivers = DRIVERS[util.check_layout(opts.layout, "election", 2)]
     return setmetatable({
         client = client,
@@ -285,7 +286,7 @@ function _M:_supervise(q)
         end
         call_all(client, self._lost_fns, "election on_lost", reason)
         if self._lost and not no_rejoin and self.rejoin and not self._in_run
-           and not self._q and not client:is_closed() then
+           and not self._q and not contract.is_closed(client) then
             self:_start_rejoin()
         end
     end
@@ -366,7 +367,7 @@ end
 -- its node being first: no node sorts below one made before it.
 local function try(self, q)
     local client = self.client
-    if client:is_closed() then
+    if contract.is_closed(client) then
         return failed(self, q, "closed")
     elseif client:state() ~= "connected" then
         return           -- the next "connected" steps again
@@ -471,7 +472,7 @@ function _M:_stop_rejoin()
     self._rejoin = nil
     self.client:remove_listener(self._on_state)
     self._on_state = nil
-    if not self.client:is_closed() then
+    if not contract.is_closed(self.client) then
         unwatch_below(self)
     end
     self._below = nil
@@ -484,7 +485,7 @@ end
 ---@return boolean
 function _M:is_rejoining()
     check_self(self, "is_rejoining")
-    return self._rejoin ~= nil and not self.client:is_closed()
+    return self._rejoin ~= nil and not contract.is_closed(self.client)
 end
 
 
@@ -520,7 +521,7 @@ function _M:resign()
     end
     if self._lost then
         self._lost = nil
-        return nil, self.client:is_closed() and "closed" or "lost"
+        return nil, contract.is_closed(self.client) and "closed" or "lost"
     end
     return true
 end
@@ -642,7 +643,7 @@ function _M:run(fn, timeout, ...)
         end
         if not lost then
             rounds = rounds + 1
-            if rounds > requeue or self.client:is_closed() then
+            if rounds > requeue or contract.is_closed(self.client) then
                 return unpack(res, 1, res.n)
             end
         end

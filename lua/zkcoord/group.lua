@@ -29,6 +29,7 @@
 -- data) (a warning logged once per process, util.deprecated).
 local util = require "zkcoord.util"
 local kazoo = require "zkcoord.layout.kazoo"
+local contract = require "zkcoord.contract"
 
 local type, ipairs, tostring, setmetatable, select = type, ipairs, tostring, setmetatable, select
 local find, sort = string.find, table.sort
@@ -60,7 +61,7 @@ local ID_OF = { curator = same, kazoo = kazoo.party_id }
 ---@param path string
 ---@param opts zkcoord.group_opts?
 function _M.new(client, path, opts, ...)
-    client.check_path(path, "group", 1)
+    contract.check_path(path, "group", 1)
     local id, data, positional
     -- group(path, nil, data): the old form with a missing id (raises below)
     if type(opts) == "table" or opts == nil and select("#", ...) == 0 then

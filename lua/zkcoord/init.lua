@@ -58,6 +58,7 @@ end
 
 local core = load_core()
 local client = require "zkcoord.client"
+local contract = require "zkcoord.contract"
 
 local _M = {
     _VERSION = require("zkcoord.version"),
@@ -77,7 +78,7 @@ _M.now = core.now
 
 --- Raises unless `path` is an absolute ZooKeeper path.
 -- @function check_path
-_M.check_path = client.check_path
+_M.check_path = contract.check_path
 
 -- Recipes attach themselves to the client as methods: client:lock(path, opts)
 -- is require("zkcoord.lock").new(client, path, opts). Loaded on first use.
@@ -107,7 +108,7 @@ for method, modname in pairs(RECIPES) do
     if client[method] == nil then
         client[method] = function(self, ...)
             -- client.lock(x, ...) with x not a client: say so, at the caller
-            if getmetatable(self) ~= client.mt then
+            if getmetatable(self) ~= contract.mt then
                 error(("'%s' must be called on a zkcoord client (use client:%s(...))")
                       :format(method, method), 2)
             end

@@ -54,6 +54,7 @@ local deadlines = require "zkcoord.util.deadline"
 local ids = require "zkcoord.util.ids"
 local errors = require "zkcoord.errors"
 local format = require "zkcoord.lease.format"
+local contract = require "zkcoord.contract"
 
 local type, setmetatable, floor, huge = type, setmetatable, math.floor, math.huge
 local now = require("zkcoord.core").now
@@ -95,7 +96,7 @@ end
 --- opts #no); raises on a bad one. Returns the options, filled in.
 --- @local
 function _M.check_args(client, path, duration, opts, fname, nd, no)
-    client.check_path(path, fname, 1)
+    contract.check_path(path, fname, 1)
     if path == "/" then
         argerror(1, fname, "the root cannot be a lease")   -- its nodes go under it
     end
@@ -113,7 +114,7 @@ function _M.check_args(client, path, duration, opts, fname, nd, no)
     end
     return {
         identifier = id or hostname(),
-        timeout = opts.timeout or client:request_timeout(),
+        timeout = opts.timeout or contract.request_timeout(client),
         clock = opts.clock or ostime,
     }
 end
@@ -143,7 +144,7 @@ end
 -- nil, err, detail. One read, bounded by a request timeout.
 local function read_record(self)
     local client = self.client
-    local data, stat = client:read_until(now() + client:request_timeout(), "get",
+    local data, stat = contract.read_until(client, now() + contract.request_timeout(client), "get",
                                          self._holder_path)
     if data == nil then
         if stat == "nonode" then
@@ -192,7 +193,7 @@ local function judge_and_write(self, q)
     end
     if errors.unknown_outcome[err] then
         -- Find out, never guess: our bytes there mean the write happened.
-        local got, gerr = client:read_until(now() + client:request_timeout(), "get", hp)
+        local got, gerr = contract.read_until(client, now() + contract.request_timeout(client), "get", hp)
         if got == data then
             return true, ends
         elseif got == nil and gerr ~= "nonode" then
@@ -228,7 +229,7 @@ end
 function _M:obtain()
     check_self(self, "obtain")
     local client = self.client
-    if client:is_closed() then
+    if contract.is_closed(client) then
         return nil, "closed"
     end
     local deadline = now() + self._timeout

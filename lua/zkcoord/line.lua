@@ -80,12 +80,12 @@
 -- of every library file, line/*.lua included (util.SUBDIRS), so it blames
 -- the caller wherever the engine's parts live.
 local core = require "zkcoord.core"
-local client_mod = require "zkcoord.client"
 local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local node = require "zkcoord.line.node"
 local walk = require "zkcoord.line.walk"
 local join = require "zkcoord.line.join"
+local contract = require "zkcoord.contract"
 
 local args = require "zkcoord.util.args"
 local deadlines = require "zkcoord.util.deadline"
@@ -97,7 +97,7 @@ local errors = require "zkcoord.errors"
 local remaining, argerror, waker = deadlines.remaining, args.argerror, callbacks.waker
 local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
 local getmetatable, pcall = getmetatable, pcall
-local CLIENT_MT = client_mod.mt
+local CLIENT_MT = contract.mt
 local ANY = rules.ANY
 local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
 
@@ -162,7 +162,7 @@ function _M.new(client, parent, driver, data)
     if getmetatable(client) ~= CLIENT_MT then
         argerror(1, "line.new", "zkcoord client expected, got " .. type(client))
     end
-    client.check_path(parent, "line.new", 2)
+    contract.check_path(parent, "line.new", 2)
     if not drivers.is_driver(driver) then
         local err
         driver, err = drivers.from_opts(driver)
@@ -302,7 +302,7 @@ function _M:_give_up()
     self:leave()
     local client = self.client
     if path and mine and client:state() == "connected" and not client:link_silent() then
-        client:send("exists", path):wait(client:request_timeout())
+        client:send("exists", path):wait(contract.request_timeout(client))
     end
 end
 
@@ -324,7 +324,7 @@ end
 
 --- Is our node alive and through, in the current session (or, for a node
 --- that outlives sessions, while the client is open)? What already reached
---- the process is taken first (client:current_state(): queued records,
+--- the process is taken first (contract.current_state(client): queued records,
 --- the clock rule, queued callbacks): a loss is reported to on_lost before
 --- this answers false ("closed" once the client is closed: close() asks
 --- every position that owns a node, so on_lost hears it then).
@@ -334,11 +334,11 @@ function _M:is_through()
         return false
     end
     local c = self.client
-    local st = c:current_state()
+    local st = contract.current_state(c)
     if self.persistent then
         return self._through and st ~= "closed"
     end
-    if self._serial ~= c:serial() or st == "lost" then
+    if self._serial ~= contract.serial(c) or st == "lost" then
         self:_lost("sessionexpired")    -- told before the answer, whatever the waiter
     elseif st == "closed" then
         self:_lost("closed")            -- client:close() ended the session with our node
@@ -410,7 +410,7 @@ end
 -- link answers (client:wait_once): "once" means not waiting for others.
 function _M:_reply(fut, deadline)
     if self._try then
-        return self.client:wait_once(fut)
+        return contract.wait_once(self.client, fut)
     end
     return fut:wait(remaining(deadline))
 end
@@ -550,7 +550,7 @@ local function read_line(self, deadline, wake)
     if self._node and not self:_owns_node() then
         return true
     end
-    return self.client:read_until(self:_read_deadline(deadline), "children", self.path, wake)
+    return contract.read_until(self.client, self:_read_deadline(deadline), "children", self.path, wake)
 end
 
 -- Reads the node at `path` with watch `wake`.
@@ -558,7 +558,7 @@ local function read_entry(self, deadline, path, wake)
     if not self:_owns_node() then
         return true
     end
-    return self.client:read_until(self:_read_deadline(deadline), "get", path, wake)
+    return contract.read_until(self.client, self:_read_deadline(deadline), "get", path, wake)
 end
 
 
@@ -572,7 +572,7 @@ function _M:enter(timeout)
     local client = self.client
     local deadline = deadlines.deadline(timeout)
     self._try = timeout == 0
-    if client:is_closed() then
+    if contract.is_closed(client) then
         return nil, "closed"
     end
     if self._try then
@@ -677,7 +677,7 @@ function _M:_wait_line(armed, deadline, epoch)
             return true, nil, nil, nil     -- left meanwhile: enter() stops
         elseif not armed.ev.is_set then
             disarm(self, armed)
-            return nil, client:is_closed() and "closed" or "timeout"
+            return nil, contract.is_closed(client) and "closed" or "timeout"
         end
     end
     -- One closure per wait (util.waker): a watch is removed by its function.
@@ -732,7 +732,7 @@ function _M:_wait_for(entry, deadline, epoch)
             return true     -- left meanwhile: enter() stops
         elseif not ev.is_set then
             client:remove_watches(path, wake)
-            if client:is_closed() then
+            if contract.is_closed(client) then
                 return nil, "closed"
             end
             return nil, "timeout"

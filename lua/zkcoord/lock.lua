@@ -51,6 +51,7 @@ local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
 local kazoo = require "zkcoord.layout.kazoo"
+local contract = require "zkcoord.contract"
 
 local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
 local tostring = tostring
@@ -92,7 +93,7 @@ local check_self = util.self_checker(mt, "lock", "lock")
 ---@param pick function? pick(lock) -> driver|nil, before an owner joins (see the header)
 function _M.new(client, path, opts, driver, pick)
     opts = util.check_opts(opts, OPT_KEYS, "lock", 2)
-    client.check_path(path, "lock", 1)
+    contract.check_path(path, "lock", 1)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         argerror(2, "lock", "data must be a string")
     end
@@ -320,7 +321,7 @@ function _M:release()
         if h.cohort then
             cohort.release(h)    -- the cohort learns it too, if it had not
         end
-        return nil, self.client:is_closed() and "closed" or "lost"
+        return nil, contract.is_closed(self.client) and "closed" or "lost"
     end
     h.count = h.count - 1
     if h.count > 0 then
@@ -432,10 +433,10 @@ end
 --- zkcoord's lock and rwlock nodes whose holder listens for it.
 ---@return true|nil ok, string? err "nonode" (no such holder) | a code
 function _M.revoke(client, node)
-    if getmetatable(client) ~= require("zkcoord.client").mt then
+    if getmetatable(client) ~= contract.mt then
         argerror(1, "revoke", "zkcoord client expected, got " .. type(client))
     end
-    client.check_path(node, "revoke", 2)
+    contract.check_path(node, "revoke", 2)
     local stat, err = client:set(node, REVOKE)
     if not stat then
         return nil, err

@@ -35,6 +35,7 @@
 --       ngx.print(require("zkcoord.metrics").ngx_collect("zk_metrics")) } }
 local registry = require "zkcoord.metrics.registry"
 local text_format = require "zkcoord.metrics.text"
+local contract = require "zkcoord.client.contract"
 
 local type, ipairs, tostring, pcall, error = type, ipairs, tostring, pcall, error
 local merge, render, encode, decode = text_format.merge, text_format.render, text_format.encode,
@@ -109,7 +110,7 @@ function _M.ngx_publish(client, dict, interval)
         if type(c) ~= "table" or type(c.metrics) ~= "function" then
             return      -- not connected yet
         end
-        if c:is_closed() then
+        if contract.is_closed(c) then
             shm:delete(key)
             return
         end

@@ -20,6 +20,7 @@ local args = require "zkcoord.util.args"
 local deadlines = require "zkcoord.util.deadline"
 local callbacks = require "zkcoord.util.callbacks"
 local holds = require "zkcoord.util.held"
+local contract = require "zkcoord.contract"
 
 local type, pairs, ipairs, setmetatable = type, pairs, ipairs, setmetatable
 local sort = table.sort
@@ -38,7 +39,7 @@ function _M.new(client, paths, opts)
     end
     local sorted, seen = {}, {}
     for i, p in ipairs(paths) do
-        client.check_path(p, "multi_lock", 1)
+        contract.check_path(p, "multi_lock", 1)
         if seen[p] then
             argerror(1, "multi_lock", "paths[" .. i .. "] is there twice: " .. p)
         end
@@ -90,7 +91,7 @@ function _M:acquire(timeout)
         -- A lock taken first may have been lost while the later ones were
         -- taken (its session ended meanwhile): all or none, so give them
         -- all back and take them again, within the same deadline.
-        self.client:current_state()    -- a loss that reached the process, first
+        contract.current_state(self.client)    -- a loss that reached the process, first
         if self:held() then
             self._lost = false
             return true
@@ -100,7 +101,7 @@ function _M:acquire(timeout)
         end
         local left = deadlines.remaining(deadline)
         if left and left <= 0 then
-            return nil, self.client:is_closed() and "closed" or "timeout"
+            return nil, contract.is_closed(self.client) and "closed" or "timeout"
         end
     end
 end
@@ -112,13 +113,13 @@ end
 ---@return true|nil ok, string? err
 function _M:release()
     check_self(self, "release")
-    self.client:current_state()    -- a loss that reached the process, first
+    contract.current_state(self.client)    -- a loss that reached the process, first
     if self._lost then
         self._lost = false
         for i = #self.locks, 1, -1 do
             self.locks[i]:release()
         end
-        return nil, self.client:is_closed() and "closed" or "lost"
+        return nil, contract.is_closed(self.client) and "closed" or "lost"
     end
     local first
     for i = #self.locks, 1, -1 do

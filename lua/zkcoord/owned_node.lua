@@ -27,6 +27,7 @@
 local retries = require "zkcoord.util.retry"
 local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
+local contract = require "zkcoord.contract"
 
 local type, setmetatable = type, setmetatable
 local transient, unknown_outcome = errors.transient, errors.unknown_outcome
@@ -46,7 +47,7 @@ function _M.new(client, path, opts)
         data = opts.data,
         parents = opts.parents == nil and "container" or opts.parents,
         on_gone = opts.on_gone,
-        _serial = nil,       -- the session (client:serial()) whose node we hold
+        _serial = nil,       -- the session (contract.serial(client)) whose node we hold
         _gen = 0,            -- one per node we took: a watch of an earlier one is stale
         _sid = nil,          -- its session id (the node's ephemeral owner)
         _stat = nil,         -- the stat we last saw of our node
@@ -93,8 +94,8 @@ _M.delete_if_ours = delete_if_ours
 --- this process has been told: current_state() runs what reached it first)?
 function _M:held()
     local client = self.client
-    local state = client:current_state()
-    return self._serial ~= nil and self._serial == client:serial()
+    local state = contract.current_state(client)
+    return self._serial ~= nil and self._serial == contract.serial(client)
         and state ~= "lost" and state ~= "closed"
 end
 
@@ -136,9 +137,9 @@ local function state_listener(self)
         local client = self.client
         local state = client:state()
         if self._delete_owed then
-            if state == "connected" and client:serial() == self._delete_owed then
+            if state == "connected" and contract.serial(client) == self._delete_owed then
                 self:_finish_delete()
-            elseif state == "lost" or state == "closed" or client:serial() ~= self._delete_owed then
+            elseif state == "lost" or state == "closed" or contract.serial(client) ~= self._delete_owed then
                 self._delete_owed = nil      -- the node went with the session
                 self:_unlisten()
             end
@@ -146,7 +147,7 @@ local function state_listener(self)
         if not self._serial then
             return
         end
-        if state == "lost" or state == "closed" or client:serial() ~= self._serial then
+        if state == "lost" or state == "closed" or contract.serial(client) ~= self._serial then
             self:_gone("sessionexpired")
         elseif state == "connected" and self._rewatch then
             self:_watch()
@@ -213,7 +214,7 @@ end
 -- Takes the node at our path as ours (created, or found ours).
 function _M:_take(stat)
     local client = self.client
-    self._serial, self._sid, self._stat = client:serial(), client:session_id(), stat
+    self._serial, self._sid, self._stat = contract.serial(client), client:session_id(), stat
     self._gen = self._gen + 1      -- our own delete of an earlier node fires its watch later
     self._delete_owed, self._owed_sid = nil, nil   -- ours again: a delete still owed is not
     self:_listen()
@@ -230,11 +231,11 @@ function _M:create()
     if self:held() then
         return true
     end
-    local serial = client:serial()
+    local serial = contract.serial(client)
     local path, res = client:create(self.path, self.data, { ephemeral = true,
                                                             parents = self.parents })
     if path then
-        if client:serial() ~= serial then
+        if contract.serial(client) ~= serial then
             return nil, "sessionexpired"   -- made in a session that is gone
         end
         self:_take(res)
@@ -246,7 +247,7 @@ function _M:create()
         return nil, res         -- may have been made: the next create finds it
     end
     local stat, err = client:exists(self.path)
-    if stat and ours_now(client, stat) and client:serial() == serial then
+    if stat and ours_now(client, stat) and contract.serial(client) == serial then
         self:_take(stat)        -- ours already (a lost create reply)
         return true
     elseif stat then
@@ -286,7 +287,7 @@ function _M:delete()
     end
     self._delete_owed, self._owed_sid = serial, sid
     self:_listen()
-    if client:state() == "connected" and client:serial() == serial then
+    if client:state() == "connected" and contract.serial(client) == serial then
         self:_finish_delete()      -- back already: no transition will come
     end
     return nil, err

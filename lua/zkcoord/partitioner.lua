@@ -28,6 +28,7 @@
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 local owned_node = require "zkcoord.owned_node"
+local contract = require "zkcoord.contract"
 
 local type, pairs, ipairs, tostring = type, pairs, ipairs, tostring
 local setmetatable = setmetatable
@@ -50,7 +51,7 @@ local transient, unknown_outcome = errors.transient, errors.unknown_outcome
 --- client:partitioner(path, opts) -> p: joins at once and takes its share.
 ---@return table|nil p, string? err
 function _M.new(client, path, opts)
-    client.check_path(path, "partitioner", 1)
+    contract.check_path(path, "partitioner", 1)
     if type(opts) ~= "table" then
         argerror(2, "partitioner", "opts must be a table with partitions, got " .. type(opts))
     end

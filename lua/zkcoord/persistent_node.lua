@@ -30,6 +30,7 @@ local args = require "zkcoord.util.args"
 local deadlines = require "zkcoord.util.deadline"
 local retries = require "zkcoord.util.retry"
 local errors = require "zkcoord.errors"
+local contract = require "zkcoord.contract"
 
 local type, pairs, tostring, setmetatable = type, pairs, tostring, setmetatable
 local match = string.match
@@ -52,7 +53,7 @@ local OPT_KEYS = { "ephemeral", "sequential" }
 --- at once (waits at most one round trip); n:wait(timeout) waits until it
 --- is present.
 function _M.new(client, path, data, opts)
-    client.check_path(path, "persistent_node", 1)
+    contract.check_path(path, "persistent_node", 1)
     if data ~= nil and type(data) ~= "string" then
         argerror(2, "persistent_node", "data must be a string or nil, got " .. type(data))
     end
@@ -320,7 +321,7 @@ function _M:wait(timeout)
     local client = self.client
     local deadline = deadlines.deadline(timeout or client:session_timeout())
     while true do
-        if self._closed or client:is_closed() then
+        if self._closed or contract.is_closed(client) then
             return nil, "closed"
         end
         self:_ensure()

@@ -59,6 +59,7 @@ local rules = require "zkcoord.line.rules"
 local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
 local kazoo = require "zkcoord.layout.kazoo"
+local contract = require "zkcoord.contract"
 
 local type, setmetatable = type, setmetatable
 
@@ -127,7 +128,7 @@ function _M.new(client, path, opts)
     if opts.data ~= nil and type(opts.data) ~= "string" then
         util.argerror(2, "rwlock", "data must be a string")
     end
-    client.check_path(path, "rwlock", 1)
+    contract.check_path(path, "rwlock", 1)
     cohort.check_opts(opts, "rwlock")
     local drivers = LAYOUTS[util.check_layout(opts.layout, "rwlock", 2)]
     local lopts = { owner = opts.owner, data = opts.data }

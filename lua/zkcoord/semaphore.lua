@@ -49,6 +49,7 @@ local ids = require "zkcoord.util.ids"
 local errors = require "zkcoord.errors"
 local kazoo = require "zkcoord.layout.kazoo"
 local kazoo_lease = require "zkcoord.layout.kazoo_lease"
+local contract = require "zkcoord.contract"
 
 local type, tonumber, setmetatable, ipairs = type, tonumber, setmetatable, ipairs
 local match = string.match
@@ -83,7 +84,7 @@ end
 -- link answers (client:wait_once), as zkcoord.line does.
 local function reply(client, fut, deadline, try)
     if try then
-        return client:wait_once(fut)
+        return contract.wait_once(client, fut)
     end
     return fut:wait(remaining(deadline))
 end
@@ -100,7 +101,7 @@ end
 ---@param max_leases integer how many may hold a lease at once (>= 1)
 ---@param opts zkcoord.semaphore_opts?
 function _M.new(client, path, max_leases, opts)
-    client.check_path(path, "semaphore", 1)
+    contract.check_path(path, "semaphore", 1)
     if type(max_leases) ~= "number" or max_leases % 1 ~= 0 or max_leases < 1
             or max_leases > 2147483647 then
         argerror(2, "semaphore", "max_leases must be an integer >= 1")
@@ -333,7 +334,7 @@ function Lease:release()
     self._q = nil
     q:leave()
     if not held then
-        return nil, self.semaphore.client:is_closed() and "closed" or "lost"
+        return nil, contract.is_closed(self.semaphore.client) and "closed" or "lost"
     end
     return true
 end

@@ -37,6 +37,7 @@ local view_mod = require "zkcoord.discovery.view"
 local provider_mod = require "zkcoord.discovery.provider"
 local util = require "zkcoord.util"
 local core = require "zkcoord.core"
+local contract = require "zkcoord.contract"
 
 local type, pairs, ipairs, tostring, tonumber, setmetatable =
     type, pairs, ipairs, tostring, tonumber, setmetatable
@@ -87,7 +88,7 @@ end
 --- client:service_discovery(base_path, opts) -> sd. Nothing is read or
 --- written until a method asks.
 function _M.new(client, base, opts)
-    client.check_path(base, "service_discovery", 1)
+    contract.check_path(base, "service_discovery", 1)
     opts = util.check_opts(opts, OPT_KEYS, "service_discovery", 2)
     local format = opts.format or "curator"
     if format ~= "curator" and format ~= "dubbo" then

@@ -28,6 +28,7 @@ local args = require "zkcoord.util.args"
 local server = require "zkcoord.testing.server"
 local proxy = require "zkcoord.testing.proxy"
 local proc = require "zkcoord.testing.proc"
+local contract = require "zkcoord.contract"
 
 local _M = { _VERSION = require("zkcoord.version") }
 
@@ -77,7 +78,7 @@ function _M.expire_session(client, hosts, timeout)
     args.check_timeout(timeout, "expire_session", 3)
     local sid, pw = client:session_id(), client:session_password()
     if not (sid and pw) then      -- none to expire
-        return nil, client:is_closed() and "closed" or "invalid"
+        return nil, contract.is_closed(client) and "closed" or "invalid"
     end
     local deadline = proc.now() + (timeout or 15)
     repeat

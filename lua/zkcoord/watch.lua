@@ -34,6 +34,7 @@ local args = require "zkcoord.util.args"
 local retries = require "zkcoord.util.retry"
 local callbacks = require "zkcoord.util.callbacks"
 local transient = require("zkcoord.errors").transient
+local contract = require "zkcoord.contract"
 
 local type, tostring = type, tostring
 local setmetatable = setmetatable
@@ -76,7 +77,7 @@ function _M.new(client, path, fn, opts)
     if type(client) ~= "table" or type(client.send) ~= "function" then
         args.argerror(1, "watch", "a zkcoord client expected")
     end
-    client.check_path(path, "watch", 1)
+    contract.check_path(path, "watch", 1)
     args.check_fn(fn, "watch", 2)
     opts = args.check_opts(opts, OPT_KEYS, "watch", 3)
     local kind = opts.kind or "data"

@@ -43,6 +43,7 @@
 -- the item decides it (ack_after_loss).
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
+local contract = require "zkcoord.contract"
 -- A write whose reply was lost may have happened (unknown_outcome): look
 -- before sending it again; a transient error leaves it to be looked at once
 -- connected.
@@ -75,7 +76,7 @@ local PUT_KEYS = { "priority", "timeout" }
 
 --- client:work_queue(path, opts) -> q (no server state until put or take).
 function _M.new(client, path, opts)
-    client.check_path(path, "work_queue", 1)
+    contract.check_path(path, "work_queue", 1)
     opts = util.check_opts(opts, OPT_KEYS, "work_queue", 2)
     if opts.id ~= nil and type(opts.id) ~= "string" then
         argerror(2, "work_queue", "id must be a string, got " .. type(opts.id))
@@ -181,7 +182,7 @@ local function put_once(self, data, marker, deadline)
     if client:session_id() == sid then
         local st, serr
         if client:wait_connected(remaining(deadline)) and client:session_id() == sid then
-            st, serr = client:read_until(deadline, "exists", receipt)
+            st, serr = contract.read_until(client, deadline, "exists", receipt)
         end
         if st then
             client:delete_guaranteed(receipt)
@@ -215,7 +216,7 @@ function _M:put(data, opts)
     if timeout == nil then
         timeout = client:session_timeout()
     elseif timeout == 0 then
-        timeout = client:request_timeout()    -- 0: one try, bounded like a request
+        timeout = contract.request_timeout(client)    -- 0: one try, bounded like a request
     end
     local deadline = now() + timeout
     local marker = format("entry-%03d-", prio)     -- kazoo's name: entry-<ppp>-<seq>
@@ -475,7 +476,7 @@ function _M:_claim(e, deadline)
     -- delete a lost session's claims, which may be other consumers' by then.
     local held = setmetatable({ client = client, _node = claim, _sid = sid, _through = true },
                               claim_mt)
-    client:own_node(claim, held, true)
+    contract.own_node(client, claim, held, true)
     local item = setmetatable({
         _held = held,
         queue = self, data = data, path = path, priority = e.priority, claim = claim,
@@ -569,9 +570,9 @@ function _M:take(timeout)
         return nil, down    -- only looks, and no look can go out now
     end
     -- take(0) waits for no item, but for the round trips of its look.
-    local look = timeout == 0 and now() + client:request_timeout() or deadline
+    local look = timeout == 0 and now() + contract.request_timeout(client) or deadline
     while true do
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return nil, "closed"
         end
         -- Both listings carry a watch: a new item or a claim going wakes us.
@@ -583,7 +584,7 @@ function _M:take(timeout)
         end
         if remaining(deadline) == 0 or not ev:wait(remaining(deadline)) then
             self:_unwatch(wake)
-            return nil, client:is_closed() and "closed" or "timeout"
+            return nil, contract.is_closed(client) and "closed" or "timeout"
         end
     end
 end
@@ -658,7 +659,7 @@ end
 --- @local
 function Claim:forget()
     if self._node then
-        self.client:disown_node(self._node)
+        contract.disown_node(self.client, self._node)
         self._node = nil
     end
 end
@@ -674,7 +675,7 @@ local function claimed(self)
         return false
     end
     local client = self.queue.client
-    client:current_state()     -- what reached the process, and the clock rule, first
+    contract.current_state(client)     -- what reached the process, and the clock rule, first
     return self._sid == client:session_id()
 end
 
@@ -742,19 +743,19 @@ local function ack_after_loss(self, deadline)
     local client = self.queue.client
     local ok, err = client:wait_connected(remaining(deadline))
     if ok then
-        ok, err = client:read_until(deadline, "sync", self.claim)
+        ok, err = contract.read_until(client, deadline, "sync", self.claim)
     end
     while ok do
         local ev = client:waiter():event()
         local wake = util.waker(ev)
-        local claim, cerr = client:read_until(deadline, "exists", self.claim, wake)
+        local claim, cerr = contract.read_until(client, deadline, "exists", self.claim, wake)
         if not (claim and claim.ephemeral_owner == self._sid) then
             client:remove_watches(self.claim, wake)  -- set on a missing node too
             if claim == nil then
                 err = cerr
                 break
             end
-            local item, ierr = client:read_until(deadline, "exists", self.path)
+            local item, ierr = contract.read_until(client, deadline, "exists", self.path)
             if item == nil then
                 err = ierr
                 break
@@ -792,7 +793,7 @@ end
 -- (the claim gone while our session lives: it did).
 local function drop_claim_now(self, ops)
     local client = self.queue.client
-    local deadline = now() + client:request_timeout()
+    local deadline = now() + contract.request_timeout(client)
     local is_ack = #ops == 2
     local sent = self._unsure ~= nil    -- an earlier try of ours may have happened
     local look = sent                   -- then the claim decides before we write again
@@ -818,7 +819,7 @@ local function drop_claim_now(self, ops)
         if not (client:wait_connected(remaining(deadline)) and claimed(self)) then
             break
         end
-        local st, serr = client:read_until(deadline, "exists", self.claim)
+        local st, serr = contract.read_until(client, deadline, "exists", self.claim)
         if st == false then
             self._unsure = nil
             return let_go(self)
@@ -862,7 +863,7 @@ function Item:ack()
     check_item(self, "ack")
     if self._unsure == "ack" and self.claim and not claimed(self) then
         -- an ack of ours was undecided when our session ended
-        return ack_after_loss(self, now() + self.queue.client:request_timeout())
+        return ack_after_loss(self, now() + contract.request_timeout(self.queue.client))
     end
     local held, why = check_claim(self)
     if not held then

@@ -55,7 +55,7 @@ local MODULES = { "zkcoord", "zkcoord.version", "zkcoord.errors", "zkcoord.compa
     "zkcoord.client.connect", "zkcoord.client.future", "zkcoord.client.lifecycle",
     "zkcoord.client.nodes", "zkcoord.client.ops", "zkcoord.client.options",
     "zkcoord.client.paths", "zkcoord.client.pump", "zkcoord.client.requests",
-    "zkcoord.client.session",
+    "zkcoord.client.session", "zkcoord.client.contract", "zkcoord.contract",
     "zkcoord.wait.blocking",
     "zkcoord.line", "zkcoord.line.driver", "zkcoord.line.node", "zkcoord.line.rules",
     "zkcoord.queue", "zkcoord.lock", "zkcoord.cohort", "zkcoord.rwlock", "zkcoord.semaphore",

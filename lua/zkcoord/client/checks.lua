@@ -7,7 +7,7 @@
 local args = require "zkcoord.util.args"
 local type, error, pairs, tostring, getmetatable = type, error, pairs, tostring, getmetatable
 local byte, find = string.byte, string.find
-local client_mt = require("zkcoord.client.class").mt
+local client_mt = require("zkcoord.client.contract").mt
 
 local _M = {}
 

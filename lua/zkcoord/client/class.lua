@@ -1,16 +1,11 @@
 --- zkcoord.client.class: the one client class the client/ modules add
 --- methods to (internal).
 --
--- Owns the method table and its metatable, and the weak set of live
--- clients. Each module of zkcoord/client/ adds the methods of one concern
--- to this table; zkcoord.client (client/init.lua) loads them all.
-local setmetatable = setmetatable
-
+-- Owns the method table: the client's public methods (and its own `_`
+-- ones). Each module of zkcoord/client/ adds the methods of one concern to
+-- this table; zkcoord.client (client/init.lua) loads them all. What builds
+-- on a client (its metatable, the contract methods) is in
+-- zkcoord.client.contract, so that a client shows users only their API.
 local _M = { _VERSION = require("zkcoord.version") }
-local mt = { __index = _M }
-_M.mt = mt
-
--- Live clients, weakly held, so tests can find leaks (luv's LUV_HANDLES).
-_M.live = setmetatable({}, { __mode = "k" })
 
 return _M

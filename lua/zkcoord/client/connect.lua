@@ -13,6 +13,7 @@ local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
 local tls = require "zkcoord.client.tls"
+local contract = require "zkcoord.client.contract"
 
 local setmetatable, pairs, ipairs, error, tostring, tonumber =
     setmetatable, pairs, ipairs, error, tostring, tonumber
@@ -60,7 +61,7 @@ local function new_client(c, q)
         _connections = 0,         -- connections made (client:connection())
         _closed = false,
         _metrics = metrics.new { tracer = o.tracer },  -- zkcoord.metrics: always kept
-    }, _M.mt)
+    }, contract.mt)
     self._pump = pump.new(q, self, session.pump_hooks)
     local w, err, detail = options.load_waiter(o.wait, self, self._pump)
     if not w then
@@ -161,7 +162,7 @@ function _M:_not_zookeeper(state, s, t)
     end
     local detail = server .. " did not answer as a ZooKeeper server"
     self._not_zookeeper_detail = detail
-    self._log(_M.live[self] and "error" or "info",
+    self._log(contract.live[self] and "error" or "info",
               ("%s (its reply read as a session timeout of %gs%s)"):format(
               detail, t, state == core.c.READONLY_STATE and " and a read-only server" or ""))
     for _, ev in pairs(self._state_events) do
@@ -180,7 +181,7 @@ local function tls_failure(self, answered, o, endpoints)
         return nil
     end
     local first = math.min(tls.CHECK_AFTER, o.connect_timeout / 2)
-    if self:wait_state(answered, first) then
+    if contract.wait_state(self, answered, first) then
         return nil
     end
     return tls.failure(self._tls, self._waiter, endpoints,
@@ -200,14 +201,14 @@ local function await_connected(self, o, endpoints)
         self:close()
         return nil, "tls", tls_why
     end
-    local connected = self:wait_state(answered, deadline - PROBE_TIMEOUT - now())
+    local connected = contract.wait_state(self, answered, deadline - PROBE_TIMEOUT - now())
     local refused
     if not connected and self._state == "connecting" then
         refused = all_refused(self._waiter, endpoints)
     end
     if not connected then
         local left = deadline - now()
-        connected = left > 0 and self:wait_state(answered, left)
+        connected = left > 0 and contract.wait_state(self, answered, left)
     end
     local not_zk = self._not_zookeeper_detail
     if not_zk then
@@ -314,7 +315,7 @@ function _M.connect(opts)
     if not ok then
         return nil, err, detail
     end
-    _M.live[self] = true
+    contract.live[self] = true
     return self
 end
 

@@ -8,6 +8,7 @@
 local errors = require "zkcoord.errors"
 local args = require "zkcoord.util.args"
 local compat = require "zkcoord.compat"
+local contract = require "zkcoord.client.contract"
 
 local errname = errors.name
 local check_wait = args.check_wait
@@ -162,7 +163,7 @@ local function await(client, p, timeout)
         ev:wait(timeout)
         unlink(p, ev)
         if not p.done then
-            return nil, client:is_closed() and "closed" or "timeout"
+            return nil, contract.is_closed(client) and "closed" or "timeout"
         end
         -- Taken: another waiter of it, abandoned later with its event
         -- set, must not hand the reply to the late handler too.
@@ -194,7 +195,7 @@ function Future:wait(timeout)
         r = { n = 3, nil, self.err, self.detail }
     else
         local client = self.client
-        local ok, err = await(client, p, timeout or client:request_timeout())
+        local ok, err = await(client, p, timeout or contract.request_timeout(client))
         if not ok then
             r = { n = 2, nil, err }
         elseif self.finish then

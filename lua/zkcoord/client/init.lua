@@ -29,9 +29,11 @@
 --   nodes      guaranteed deletes, nodes recipes own
 --   paths      ensure_path, recursive delete: paths made and removed whole
 --   lifecycle  state, listeners, dispatch, contract accessors, close
+--
+-- What recipes, waiters and the engine need from a client and users do not
+-- (own_node, read_until, wait_state, serial ..., the argument checks they
+-- share) is zkcoord.contract: the class holds only public methods.
 local _M = require "zkcoord.client.class"
-local checks = require "zkcoord.client.checks"
-local args = require "zkcoord.util.args"
 
 require "zkcoord.client.connect"
 require "zkcoord.client.requests"
@@ -39,14 +41,5 @@ require "zkcoord.client.ops"
 require "zkcoord.client.nodes"
 require "zkcoord.client.paths"
 require "zkcoord.client.lifecycle"
-
--- Argument checks the recipes share (client.check_path(...) on a client
--- works too: they are fields of the class). raise, argerror and
--- check_timeout are zkcoord.util's, the library's one home for them.
-_M.raise = args.raise
-_M.argerror = args.argerror
-_M.check_path = checks.check_path
-_M.check_timeout = args.check_timeout
-_M.array_length = checks.array_length
 
 return _M

@@ -3,14 +3,15 @@
 --
 -- Owns waiting for a connection, the state and its listeners, the log,
 -- driving the pump from outside (dispatch, process, fd, spawn, run), the
--- session's id, password and timeout, the contract accessors for what
--- builds on the client (serial, is_closed, request_timeout, waiter, pump),
--- stats, and close.
+-- session's id, password and timeout, the waiter, the contract accessors
+-- for what builds on the client (zkcoord.contract: serial, connection,
+-- current_state, is_closed, request_timeout, pump), stats, and close.
 local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
 local args = require "zkcoord.util.args"
 local future = require "zkcoord.client.future"
+local contract = require "zkcoord.client.contract"
 
 local now = core.now
 local argerror, check_timeout = args.argerror, args.check_timeout
@@ -32,16 +33,16 @@ end
 function _M:wait_connected(timeout)
     check_self(self, "wait_connected")
     check_timeout(timeout, "wait_connected", 1)
-    if self:wait_state(connected_or_closed, timeout) and self._state == "connected" then
+    if contract.wait_state(self, connected_or_closed, timeout) and self._state == "connected" then
         return true
     end
     return nil, self._closed and "closed" or "timeout"
 end
 
 
---- Writes through the client's logger ("error", "warn", "info", "debug").
 local LOG_LEVELS = { error = true, warn = true, info = true, debug = true }
 
+--- Writes through the client's logger ("error", "warn", "info", "debug").
 function _M:log(level, msg)
     check_self(self, "log")
     if not LOG_LEVELS[level] then
@@ -185,9 +186,11 @@ end
 
 -- ---------------------------------------------------------------------------
 -- The contract with what builds on the client (recipes, the waiting-line
--- engine, waiters), beyond the operations: these and `read_until`,
--- `wait_state`, `own_node`, `disown_node`, `future:on_late`. Nothing
--- outside zkcoord/client/ reads or writes a client's `_` fields.
+-- engine, waiters), beyond the operations: the accessors below and
+-- `read_until`, `wait_state`, `wait_once`, `own_node`, `disown_node`, all
+-- called as zkcoord.contract's functions (contract.serial(client)), and
+-- `future:on_late`. Nothing outside zkcoord/client/ reads or writes a
+-- client's `_` fields.
 
 --- The waiter the client waits through (zkcoord.wait.*).
 function _M:waiter()
@@ -196,59 +199,56 @@ function _M:waiter()
 end
 
 
---- The pump a waiter drives (zkcoord.client.pump): drain, wait, kick,
---- check_timers, run_callbacks, enqueue_callback, fd.
---- @local
-function _M:pump()
+-- The pump a waiter drives (zkcoord.client.pump): drain, wait, kick,
+-- check_timers, run_callbacks, enqueue_callback, fd.
+function contract.pump(self)
     check_self(self, "pump")
     return self._pump
 end
 
 
---- Serial number of the current session: it grows by one each time a new
---- session replaces a lost one, so a recipe can tell whether a node it
---- created belongs to the session that is live now.
----@return integer
---- @local
-function _M:serial()
+-- Serial number of the current session: it grows by one each time a new
+-- session replaces a lost one, so a recipe can tell whether a node it
+-- created belongs to the session that is live now.
+-- @return integer
+function contract.serial(self)
     return self._serial
 end
 
 
---- Contract, for recipes: how many times this client has connected (a
---- new connection, in the same session or a new one). Watch events of one
---- connection arrive in the order of the changes; across a reconnection
---- they may not (zkcoord.line.walk's proof needs one connection).
----@return integer
---- @local
-function _M:connection()
+-- Contract, for recipes: how many times this client has connected (a
+-- new connection, in the same session or a new one). Watch events of one
+-- connection arrive in the order of the changes; across a reconnection
+-- they may not (zkcoord.line.walk's proof needs one connection).
+-- @return integer
+function contract.connection(self)
     return self._connections
 end
 
 
---- The state for a state answer (`held()`, `is_leader()` ...): like
---- `state()`, and with a waiter that runs callbacks inline (blocking) the
---- callbacks already queued run first, so that what reached the process
---- (a deleted node, an ended session) has been told (on_lost) before the
---- answer. Never blocks.
----@return string state
-function _M:current_state()
+-- The state for a state answer (`held()`, `is_leader()` ...): like
+-- `state()`, and with a waiter that runs callbacks inline (blocking) the
+-- callbacks already queued run first, so that what reached the process
+-- (a deleted node, an ended session) has been told (on_lost) before the
+-- answer. Never blocks.
+-- @return string state
+function contract.current_state(self)
     check_self(self, "current_state")
     self:_catch_up(true)
     return self._state
 end
 
 
---- True once `close()` was called.
----@return boolean
-function _M:is_closed()
+-- True once `close()` was called.
+-- @return boolean
+function contract.is_closed(self)
     return self._closed
 end
 
 
---- The bound in seconds of one synchronous operation (`request_timeout`).
----@return number
-function _M:request_timeout()
+-- The bound in seconds of one synchronous operation (`request_timeout`).
+-- @return number
+function contract.request_timeout(self)
     return self._request_timeout
 end
 
@@ -338,10 +338,10 @@ function _M:close()
     if self._waiter.inline_callbacks then
         self._pump:run_callbacks()
     end
-    _M.live[self] = nil
+    contract.live[self] = nil
     return true
 end
-_M.mt.__close = _M.close
+contract.mt.__close = _M.close
 
 
 return {}

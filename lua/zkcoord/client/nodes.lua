@@ -21,6 +21,7 @@ local errors = require "zkcoord.errors"
 local _M = require "zkcoord.client.class"
 local checks = require "zkcoord.client.checks"
 local ops = require "zkcoord.client.ops"
+local contract = require "zkcoord.client.contract"
 
 local errname, transient = errors.name, errors.transient
 local check_self, check_path, check_version = checks.check_self, checks.check_path,
@@ -97,15 +98,14 @@ function _M:_resend_deletes()
 end
 
 
---- Contract, for recipes: `path` was created by this session for `q`, a
---- position that answers node() (its node's path), is_through() and
---- leave() (the nginx waiter calls them when the request that made the
---- node ends or its thread is killed). `shared`: others create this very
---- path once our node is gone (a work-queue claim), so only this session
---- may delete it: a new session forgets it instead of deleting whoever's
---- node is there by then.
---- @local
-function _M:own_node(path, q, shared)
+-- Contract, for recipes: `path` was created by this session for `q`, a
+-- position that answers node() (its node's path), is_through() and
+-- leave() (the nginx waiter calls them when the request that made the
+-- node ends or its thread is killed). `shared`: others create this very
+-- path once our node is gone (a work-queue claim), so only this session
+-- may delete it: a new session forgets it instead of deleting whoever's
+-- node is there by then.
+function contract.own_node(self, path, q, shared)
     local e = { serial = self._serial, q = q, shared = shared or nil }
     self._owned[path] = e
     local w = self._waiter
@@ -115,10 +115,9 @@ function _M:own_node(path, q, shared)
 end
 
 
---- Contract, for recipes: `path` was deleted or is being deleted. A node
---- of an earlier session stays listed until the new session deletes it.
---- @local
-function _M:disown_node(path)
+-- Contract, for recipes: `path` was deleted or is being deleted. A node
+-- of an earlier session stays listed until the new session deletes it.
+function contract.disown_node(self, path)
     local e = self._owned[path]
     if e and e.serial == self._serial then
         self._owned[path] = nil
@@ -211,8 +210,8 @@ end
 -- server expires them a session timeout after it is back.
 function _M:_hand_over_sessions(sid, password)
     local heir
-    for c in pairs(_M.live) do
-        if c ~= self and not c:is_closed() and c._hosts == self._hosts then  -- same class
+    for c in pairs(contract.live) do
+        if c ~= self and not contract.is_closed(c) and c._hosts == self._hosts then  -- same class
             heir = c
             break
         end

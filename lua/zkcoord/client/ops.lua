@@ -12,6 +12,7 @@ local future = require "zkcoord.client.future"
 local acl = require "zkcoord.client.acl"
 local compat = require "zkcoord.compat"
 local paths = require "zkcoord.client.paths"
+local contract = require "zkcoord.client.contract"
 
 local C = core.c
 local now = core.now
@@ -351,10 +352,9 @@ end
 -- writes never retry blindly: a lost reply may hide a write that happened.
 local READS = { exists = true, get = true, children = true, get_acl = true, sync = true }
 
---- Contract, for recipes: read `op` (a READS name) as the sync method does,
---- but give up with "timeout" at `deadline` (nil: the retry policy only).
---- @local
-function _M:read_until(deadline, op, a, b, c)
+-- Contract, for recipes: read `op` (a READS name) as the sync method does,
+-- but give up with "timeout" at `deadline` (nil: the retry policy only).
+function contract.read_until(self, deadline, op, a, b, c)
     return self:_read(deadline, self._retry, send[op], a, b, c)
 end
 

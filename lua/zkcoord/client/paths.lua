@@ -17,6 +17,7 @@ local acl = require "zkcoord.client.acl"
 local args = require "zkcoord.util.args"
 local deadlines = require "zkcoord.util.deadline"
 local retries = require "zkcoord.util.retry"
+local contract = require "zkcoord.client.contract"
 
 local C = core.c
 local now = core.now
@@ -94,12 +95,12 @@ function _M:ensure_path(path, opts)
     checks.check_flags(opts, ENSURE_FLAGS, "ensure_path", 2)    -- "no" made containers
     local acl_entries = opts.acl and acl.normalize(opts.acl, "ensure_path", 2) or self._acl
     local timeout = args.check_timeout(opts.timeout, "ensure_path", 2)
-    local deadline = now() + (timeout or self:request_timeout())
+    local deadline = now() + (timeout or contract.request_timeout(self))
     if path == "/" then
         return true
     end
     -- Mostly it is there already: one read, no write.
-    local st, err = self:read_until(deadline, "exists", path)
+    local st, err = contract.read_until(self, deadline, "exists", path)
     if st then
         return true
     elseif st == nil then
@@ -145,7 +146,7 @@ end
 local function delete_tree(self, path, version, deadline)
     if version ~= -1 then
         -- The wrong version deletes nothing, not the children alone.
-        local st, serr = self:read_until(deadline, "exists", path)
+        local st, serr = contract.read_until(self, deadline, "exists", path)
         if st == nil then
             return nil, serr
         elseif st and st.version ~= version then
@@ -164,8 +165,8 @@ local function delete_tree(self, path, version, deadline)
 end
 
 
---- send.delete's options form: delete(path, { version =, recursive =,
---- timeout = }). Contract for zkcoord.client.ops.
+-- send.delete's options form: delete(path, { version =, recursive =,
+-- timeout = }). Contract for zkcoord.client.ops (not a client method).
 function M.send_delete(self, path, opts)
     check_path(path, "delete", 1)
     opts = args.check_opts(opts, DELETE_KEYS, "delete", 2)
@@ -179,7 +180,7 @@ function M.send_delete(self, path, opts)
         argerror(1, "delete", "cannot delete the root recursively")
     end
     return future.composite(self, function(_, wait_timeout)
-        local deadline = now() + (wait_timeout or timeout or self:request_timeout())
+        local deadline = now() + (wait_timeout or timeout or contract.request_timeout(self))
         return retries.retry(self, deadline, DELETE_POLICY, delete_tree, self, path, version,
                           deadline)
     end)

@@ -11,6 +11,7 @@ local core = require "zkcoord.core"
 local _M = require "zkcoord.client.class"
 local future = require "zkcoord.client.future"
 local errname = require("zkcoord.errors").name
+local contract = require "zkcoord.client.contract"
 
 local C = core.c
 local now = core.now
@@ -143,13 +144,12 @@ function _M:link_silent()
 end
 
 
---- Contract, for try-onces: the results of `fut`, waited for only while
---- the link answers (at most the request timeout): nil, "connectionloss"
---- once the link counts as silent before its reply came. Judged again
---- after each wait: an older request answered meanwhile gives ours the
---- rest of its own allowance.
---- @local
-function _M:wait_once(fut)
+-- Contract, for try-onces: the results of `fut`, waited for only while
+-- the link answers (at most the request timeout): nil, "connectionloss"
+-- once the link counts as silent before its reply came. Judged again
+-- after each wait: an older request answered meanwhile gives ours the
+-- rest of its own allowance.
+function contract.wait_once(self, fut)
     local bound = now() + self._request_timeout
     while not fut:is_done() do
         local left, cap = self:_try_wait(), bound - now()
@@ -344,10 +344,9 @@ function _M:_session_lost(reason, detail, no_reconnect)
 end
 
 
---- Contract: waits (bounded: at most `timeout`, default the request
---- timeout) until pred(state) is true. Returns true if it is.
---- @local
-function _M:wait_state(pred, timeout)
+-- Contract: waits (bounded: at most `timeout`, default the request
+-- timeout) until pred(state) is true. Returns true if it is.
+function contract.wait_state(self, pred, timeout)
     local deadline = now() + (timeout or self._request_timeout)
     while not pred(self._state) do
         if self._closed then

@@ -20,6 +20,7 @@
 local core = require "zkcoord.core"
 local retries = require "zkcoord.util.retry"
 local unknown_outcome = require("zkcoord.errors").unknown_outcome
+local contract = require "zkcoord.contract"
 
 local format = string.format
 local min = math.min
@@ -175,7 +176,7 @@ end
 --- true when the write's outcome stays unknown; false when it surely did
 --- not happen (the write may be tried again).
 function _M.lost_reply(self, err, version, data)
-    if not unknown_outcome[err] or self.client:is_closed() then
+    if not unknown_outcome[err] or contract.is_closed(self.client) then
         return nil
     end
     return applied(self, version, data) ~= false

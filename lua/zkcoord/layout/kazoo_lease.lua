@@ -18,6 +18,7 @@ local deadlines = require "zkcoord.util.deadline"
 local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 local owned_node = require "zkcoord.owned_node"
+local contract = require "zkcoord.contract"
 
 local setmetatable, ipairs = setmetatable, ipairs
 local gsub = string.gsub
@@ -31,7 +32,7 @@ local mt = { __index = _M }
 -- The owned node lost our lease ("deleted", "sessionexpired"): tell.
 local function gone(self)
     return function(reason)
-        self.client:disown_node(self.node_path)
+        contract.disown_node(self.client, self.node_path)
         local fns = self._lost_fns
         for i = 1, #fns, 2 do
             callbacks.call(self.client, fns[i], "kazoo lease on_lost", reason, fns[i + 1])
@@ -77,7 +78,7 @@ end
 -- Returns true (held), false (full: wait), or nil, err.
 local function try_lease(self, deadline, wake)
     local client = self.client
-    local names, err = client:read_until(deadline, "children", self.path, wake)
+    local names, err = contract.read_until(client, deadline, "children", self.path, wake)
     if not names then
         return nil, err
     end
@@ -88,7 +89,7 @@ local function try_lease(self, deadline, wake)
     local ok, cerr = self._owned:create()
     if ok then
         client:remove_watches(self.path, wake)
-        client:own_node(self.node_path, self)
+        contract.own_node(client, self.node_path, self)
         return true
     elseif ok == false then
         return false        -- not ours there (cannot be: our uuid), or gone meanwhile: look again
@@ -184,7 +185,7 @@ end
 --- delete reads the stat first; one that fails on the connection is
 --- finished once connected, or goes with the session).
 function _M:leave()
-    self.client:disown_node(self.node_path)
+    contract.disown_node(self.client, self.node_path)
     return self._owned:delete()
 end
 

@@ -10,14 +10,14 @@
 -- one pass, when the driver's rule has a scan (zkcoord.line.rules) and no
 -- key. Checks return nil, message: the public entry points in
 -- zkcoord.line raise with their own function name and level.
-local client_mod = require "zkcoord.client"
 local rules = require "zkcoord.line.rules"
+local contract = require "zkcoord.contract"
 
 local type, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable =
     type, pairs, ipairs, tostring, tonumber, setmetatable, getmetatable
 local sort, match, gsub, find = table.sort, string.match, string.gsub, string.find
 local byte, sub = string.byte, string.sub
-local array_length = client_mod.array_length
+local array_length = contract.array_length
 
 local _M = {}
 

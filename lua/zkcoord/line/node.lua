@@ -21,6 +21,7 @@ local retries = require "zkcoord.util.retry"
 local callbacks = require "zkcoord.util.callbacks"
 local join = require "zkcoord.line.join"
 local walk = require "zkcoord.line.walk"
+local contract = require "zkcoord.contract"
 
 local errname, unknown_outcome = errors.name, errors.unknown_outcome
 local remaining = deadlines.remaining
@@ -46,7 +47,7 @@ end
 -- Is our node still ours? An ephemeral node lives as long as the session
 -- that created it; one that outlives sessions until someone deletes it.
 function _M:_owns_node()
-    return self.persistent or self._serial == self.client:serial()
+    return self.persistent or self._serial == contract.serial(self.client)
 end
 
 
@@ -56,7 +57,7 @@ function _M:_forget()
     local node = self._node
     self._node, self._name, self._stat, self._through = nil, nil, nil, false
     if node then
-        self.client:disown_node(node)
+        contract.disown_node(self.client, node)
     end
     return node
 end
@@ -179,7 +180,7 @@ end
 function _M:_find_own(prefix, deadline)
     local client = self.client
     deadline = self:_read_deadline(deadline)
-    local names, err = client:read_until(deadline, "children", self.path)
+    local names, err = contract.read_until(client, deadline, "children", self.path)
     if not names then
         return nil, err
     end
@@ -187,7 +188,7 @@ function _M:_find_own(prefix, deadline)
     for _, name in ipairs(names) do
         if sub(name, 1, #prefix) == prefix then
             local path = (self.path == "/" and "" or self.path) .. "/" .. name
-            local stat, serr = client:read_until(deadline, "exists", path)
+            local stat, serr = contract.read_until(client, deadline, "exists", path)
             if stat and ours(self, stat, sid) then
                 return path, stat, names
             elseif stat == nil then
@@ -231,7 +232,7 @@ local function delete_ours(q, names, prefix, serial, done)
             client:send("exists", path):on_done(function(stat, serr)
                 if stat and persistent then
                     client:delete_guaranteed(path, nil, true)
-                elseif stat and client:serial() == serial
+                elseif stat and contract.serial(client) == serial
                         and ours(q, stat, client:session_id()) then
                     client:delete_guaranteed(path)
                 elseif stat == nil and serr ~= "nonode" then
@@ -274,7 +275,7 @@ local function delete_by_prefix(q, prefix, serial)
         if done or busy then
             return
         end
-        if client:is_closed() or (client:serial() ~= serial and not persistent) then
+        if contract.is_closed(client) or (contract.serial(client) ~= serial and not persistent) then
             return finish()
         end
         if client:state() ~= "connected" then
@@ -306,14 +307,14 @@ end
 -- never registered.
 function _M:_register(node)
     if not self.persistent then
-        self.client:own_node(node, self)
+        contract.own_node(self.client, node, self)
     end
 end
 
 
 -- Takes `node` (created or found) as ours.
 function _M:_adopt(node, stat)
-    self._node, self._stat, self._serial = node, stat, self.client:serial()
+    self._node, self._stat, self._serial = node, stat, contract.serial(self.client)
     self._name = match(node, ".*/(.*)")    -- anchored: one pass, not one per position
     self:_register(node)
     walk.register(node, self)
@@ -375,7 +376,7 @@ local function create_once(self, deadline, try)
     else
         b = join.batch(client, self.path)
     end
-    local serial = client:serial()
+    local serial = contract.serial(client)
     -- A reply that arrives after we gave up: delete what it created, or
     -- what it may have created when the reply was lost.
     fc:on_late(delete_late_create, { q = self, prefix = prefix })
@@ -393,7 +394,7 @@ local function create_once(self, deadline, try)
         self:_reply(fl, deadline)
     end
     local err = stat
-    if client:is_closed() and err ~= "nonode" then
+    if contract.is_closed(client) and err ~= "nonode" then
         return nil, "closed"
     elseif not (errors.transient[err] or err == "sessionexpired") then
         return nil, err

@@ -22,11 +22,11 @@
 -- Such a rule is registered here with `scan_of`'s
 -- description; line.driver{} looks it up once, and the engine then never
 -- calls the rule (zkcoord.line.driver's scan gives its verdict).
-local client_mod = require "zkcoord.client"
+local contract = require "zkcoord.contract"
 
 local type, tostring, setmetatable, select = type, tostring, setmetatable, select
-local argerror = client_mod.argerror
-local raise = client_mod.raise
+local argerror = contract.argerror
+local raise = contract.raise
 
 local _M = {}
 

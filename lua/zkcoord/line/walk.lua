@@ -26,7 +26,7 @@
 --     requests hands over from one to the next like this); else the walk
 --     reads our own node only. After a reconnection the two events may
 --     come in either order, so the proof holds only on the connection our
---     own watch was set on (client:connection()): after another, the walk
+--     own watch was set on (contract.connection(client)): after another, the walk
 --     reads our own node. A kept entry with that proof ends the walk at it.
 --   * When more were below than it kept, it lists the line as before: one
 --     listing beats many reads.
@@ -39,6 +39,7 @@
 -- is not seen until the waiter lists again.
 -- The methods here are installed on zkcoord.line's position class.
 local errors = require "zkcoord.errors"
+local contract = require "zkcoord.contract"
 
 local setmetatable, pairs, ipairs = setmetatable, pairs, ipairs
 local errname = errors.name
@@ -176,7 +177,7 @@ local function mine_reply(p, ctx)
     end
     if p.rc == 0 then
         self._mine_state = "armed"
-        self._mine_conn = self.client:connection()    -- the order of events holds on it
+        self._mine_conn = contract.connection(self.client)    -- the order of events holds on it
     else
         -- Gone already (an exists on a missing node would wait for its
         -- creation: remove that watch), or not asked: the walk asks.
@@ -257,7 +258,7 @@ function _M:_walk(gone, from, deadline)
         local st = self._mine_state
         if st == "gone" then
             return nil    -- deleted while we waited: the listing shows it, enter() joins again
-        elseif st == "armed" and proved and self._mine_conn == self.client:connection() then
+        elseif st == "armed" and proved and self._mine_conn == contract.connection(self.client) then
             -- nothing to ask: on one connection the order of events told
             -- us (after a reconnection the read below decides)
             return self:_walk_end()

@@ -5,6 +5,7 @@
 local core = require "zkcoord.core"
 local errors = require "zkcoord.errors"
 local deadline_ = require "zkcoord.util.deadline"
+local contract = require "zkcoord.client.contract"
 
 local now, random = core.now, core.random
 local min = math.min
@@ -61,7 +62,7 @@ function _M.retry(client, deadline, policy, fn, ...)
         if r1 ~= nil or not (transient[err] or (also and also[err])) then
             return r1, err, r3
         end
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return nil, "closed"
         end
         if tries >= max_tries then
@@ -81,9 +82,9 @@ function _M.retry(client, deadline, policy, fn, ...)
         client:waiter():sleep(pause)
         delay = min(delay * 2, max_delay)
         if client:state() ~= "connected" then
-            client:wait_state(connected_or_closed, remaining(deadline))
+            contract.wait_state(client, connected_or_closed, remaining(deadline))
         end
-        if client:is_closed() then
+        if contract.is_closed(client) then
             return nil, "closed"
         elseif remaining(deadline) == 0 then
             if policy.last_error then

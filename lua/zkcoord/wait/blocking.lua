@@ -15,6 +15,7 @@
 -- a spawned coroutine block as before.
 local core = require "zkcoord.core"
 local check_wait = require("zkcoord.util.args").check_wait
+local contract = require "zkcoord.contract"
 
 local now = core.now
 local setmetatable, type, error, pairs, select, tostring, unpack =
@@ -32,11 +33,11 @@ local event_mt = { __index = Event }
 
 
 ---@param client table the zkcoord client this waiter serves
----@param pump table? the client's pump (default client:pump())
+---@param pump table? the client's pump (default contract.pump(client))
 function _M.new(client, pump)
     return setmetatable({
         client = client,
-        pump = pump or client:pump(),
+        pump = pump or contract.pump(client),
         tasks = {},        -- coroutine -> { deadline =, ev = } while it waits, or true
         ready = {},        -- coroutines to resume, in order
         count = 0,         -- spawned and not finished
@@ -63,7 +64,7 @@ local function turn_until(w, ev, deadline)
             return true
         end
         local left = deadline - now()
-        if left <= 0 or client:is_closed() then
+        if left <= 0 or contract.is_closed(client) then
             return ev.is_set
         end
         pump:wait(left)

@@ -28,6 +28,7 @@
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
 local check_wait = require("zkcoord.util").check_wait
+local contract = require "zkcoord.contract"
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
@@ -82,7 +83,7 @@ local event_mt = { __index = Event }
 function _M.new(client, pump)
     local self = setmetatable({
         client = client,
-        pump = pump or client:pump(),
+        pump = pump or contract.pump(client),
         waiting = 0,          -- coroutines blocked in Event:wait
         pumping = false,
         looping = false,      -- a pump or poll loop runs (or its timer is scheduled)
@@ -415,7 +416,7 @@ local function sentinel_fired(premature)
         return
     end
     for w in pairs(waiters) do
-        if not w.client:is_closed() then
+        if not contract.is_closed(w.client) then
             w.pump:kick()
         end
     end
@@ -509,7 +510,7 @@ function _M:_pump_loop()
         if client:state() == "suspended" then
             arm(self)                      -- the session timer runs in the ticker
         end
-        if client:is_closed() then
+        if contract.is_closed(client) then
             break
         end
     end
@@ -523,7 +524,7 @@ end
 -- its turn came) would have no loop to wake it: poll again. A timer with
 -- no delay may still be made while the worker exits.
 function restart_loop(self)
-    if self.client:is_closed() then
+    if contract.is_closed(self.client) then
         return
     end
     local ok, err = start_loop(self, "_poll_loop")
@@ -539,7 +540,7 @@ end
 function _M:_poll_loop()
     local client, pump = self.client, self.pump
     local step = 0.001
-    while not client:is_closed() do
+    while not contract.is_closed(client) do
         local sets = self.sets
         local ok, perr = pcall(pump.step, pump)
         if not ok then

@@ -22,6 +22,7 @@
 -- Functions take the waiter as `self`: this module is part of the
 -- waiter's class and reads its fields (zkcoord.wait.ngx's `new` lists
 -- them). It touches ngx only when called, so it loads outside nginx.
+local contract = require "zkcoord.contract"
 local ngx = ngx
 local pcall, pairs, next, type = pcall, pairs, next, type
 
@@ -123,7 +124,7 @@ local function drop(client, path, e, why)
         end
         q:leave()
     else
-        client:disown_node(path)
+        contract.disown_node(client, path)
     end
 end
 
@@ -245,7 +246,7 @@ local arm
 local function tick(premature, self)
     self.ticking = false
     local client = self.client
-    if client:is_closed() then
+    if contract.is_closed(client) then
         return
     end
     local ok, err = pcall(function()
@@ -266,7 +267,7 @@ end
 --- each tick reaps, ends the requests that ended, runs the session timers,
 --- and arms the next while something still does.
 function _M.arm(self)
-    if self.ticking or self.client:is_closed() then
+    if self.ticking or contract.is_closed(self.client) then
         return
     end
     local ok = ngx.timer.at(self.pump:timer_cap(TICK), tick, self)
