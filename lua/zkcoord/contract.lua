@@ -172,12 +172,11 @@ _M.check_path = checks.check_path
 -- @bool[opt] required
 _M.check_timeout = args.check_timeout
 
---- The length of the array `t` (argument #n of `fname`): raises unless its
---- keys are exactly 1..n.
+--- The length of `t` as an array, counted up to its largest integer key
+--- (not `#` or ipairs, which stop at or skip a hole): nil, why when a key
+--- is not a positive integer or an index below the largest is missing.
 -- @function array_length
--- @param t
--- @string fname
--- @int n
+-- @tab t
 _M.array_length = checks.array_length
 
 
