@@ -23,6 +23,15 @@ function _M.check_self(self, fname)
 end
 
 
+--- Raises unless `c`, argument #1 of the contract function `fname`
+--- ("contract.pump"), is a client.
+function _M.check_client(c, fname)
+    if getmetatable(c) ~= client_mt then
+        argerror(1, fname, "zkcoord client expected, got " .. type(c))
+    end
+end
+
+
 -- Paths check_path accepted, one set per rule (a sequential path may end
 -- with "/" but not be "/"): a path met again costs one table read. Only
 -- accepted paths are kept, so a bad path raises every time. Each set is

@@ -15,7 +15,7 @@ local contract = require "zkcoord.client.contract"
 
 local now = core.now
 local argerror, check_timeout = args.argerror, args.check_timeout
-local check_self = checks.check_self
+local check_self, check_client = checks.check_self, checks.check_client
 local complete = future.complete
 local type, pairs, ipairs, next, error = type, pairs, ipairs, next, error
 local min = math.min
@@ -202,7 +202,7 @@ end
 -- The pump a waiter drives (zkcoord.client.pump): drain, wait, kick,
 -- check_timers, run_callbacks, enqueue_callback, fd.
 function contract.pump(self)
-    check_self(self, "pump")
+    check_client(self, "contract.pump")
     return self._pump
 end
 
@@ -233,7 +233,7 @@ end
 -- answer. Never blocks.
 -- @return string state
 function contract.current_state(self)
-    check_self(self, "current_state")
+    check_client(self, "contract.current_state")
     self:_catch_up(true)
     return self._state
 end
