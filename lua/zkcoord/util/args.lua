@@ -17,10 +17,12 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- them, like those of zkcoord/<name>.lua, are passed over when an error
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
-_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, discovery = true,
-               layout = true, lease = true, line = true, metrics = true, testing = true,
-               util = true,
-               wait = true, ["wait/ngx"] = true }
+-- (cohort, election and work_queue: the splits of those recipes, landing
+-- from their own branches.)
+_M.SUBDIRS = { cache = true, cli = true, client = true, cohort = true, counter = true,
+               discovery = true, election = true, layout = true, lease = true, line = true,
+               metrics = true, testing = true, util = true, wait = true, ["wait/ngx"] = true,
+               work_queue = true }
 local SUBDIRS = _M.SUBDIRS
 
 
