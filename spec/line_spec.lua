@@ -59,7 +59,7 @@ describe("line drivers #zk", function()
         end
         bad("driver must be a table, got nil", nil)
         bad("unknown driver field 'persistent' (marker, markers, rule, data, parents, mode, "
-            .. "ttl, key)", { marker = "m-", rule = rules.first, persistent = true })
+            .. "ttl, key, prefix)", { marker = "m-", rule = rules.first, persistent = true })
         bad("marker must be a non-empty string without '/' or control characters",
             { marker = "a/b", rule = rules.first })
         bad("rule must be a function, got nil", { marker = "m-" })
@@ -71,6 +71,19 @@ describe("line drivers #zk", function()
         bad("ttl is for mode 'ttl' only", { marker = "m-", rule = rules.first, ttl = 5 })
         bad("key must be a function or nil, got number", { marker = "m-", rule = rules.first,
                                                            key = 1 })
+        bad("prefix must be a function or nil, got string", { marker = "m-", rule = rules.first,
+                                                              prefix = "p-" })
+        local prefix_msg = "prefix must return a non-empty string without '/' or control "
+                           .. "characters, a different one for each uuid"
+        for _, prefix in ipairs({
+            function() return "same-" end,                     -- not made of the uuid
+            function(id) return "a/" .. id end,
+            function(id) return id .. "\n" end,
+            function() return "" end,
+            function() return nil end,
+        }) do
+            bad(prefix_msg, { marker = "m-", rule = rules.first, prefix = prefix })
+        end
         -- the options form (zkcoord.queue's) points at line.driver for the new fields
         raises("unknown option 'mode' (marker, markers, rule, data, parents, persistent); "
                .. "'mode' is a field of line.driver{...}",
@@ -91,6 +104,26 @@ describe("line drivers #zk", function()
         a:leave()
         assert.is_true(b:enter(2))
         assert.same({ "b's" }, b:participants())
+        b:leave()
+    end)
+
+    it("a driver's prefix names our node: <prefix(uuid)><marker><seq>", function()
+        local ids = {}
+        local d = line.driver { marker = "job-", rule = rules.first, prefix = function(id)
+            ids[#ids + 1] = id
+            return "x" .. id:gsub("%-", "") .. "."
+        end }
+        local a = line.new(c, "/pre", d)
+        assert.is_true(a:enter(2))
+        local want = "x" .. ids[#ids]:gsub("%-", "") .. ".job-0000000000"
+        assert.equal("/pre/" .. want, a:node())
+        assert.same({ want }, (c:children("/pre")))
+        assert.equal(0, a:seq())
+        a:leave()
+        -- the default: Curator's protected prefix
+        local b = line.new(c, "/pre", line.driver { marker = "job-", rule = rules.first })
+        assert.is_true(b:enter(2))
+        assert.matches("^/pre/_c_%x+%-%x+%-4%x+%-%x+%-%x+%-job%-0000000001$", b:node())
         b:leave()
     end)
 

@@ -7,7 +7,8 @@
 --   if q:enter(5) then run() q:leave() end     -- nil: wait forever, 0: once
 --
 --   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
---      unless the driver says otherwise) and list <parent>'s children in
+--      unless the driver says otherwise; its prefix may replace the
+--      _c_<uuid>-) and list <parent>'s children in
 --      the same round trip (one session runs its requests in order, so the
 --      list already holds our node); the joins of one client that run
 --      together share that listing (line/join.lua);
@@ -36,7 +37,8 @@
 --   marker   string, required. The name part before the sequence number
 --            ("lock-", Curator's "__READ__"/"__WRIT__", "lease-", "latch-").
 --            Our node is _c_<uuid>-<marker><seq>: the _c_<uuid>- prefix is
---            the engine's (protection, below; Curator's protected names).
+--            the engine's default (protection, below; Curator's protected
+--            names; see prefix).
 --   markers  every marker whose nodes take part (default { marker }): an
 --            rwlock's readers and writers share one line. A name takes the
 --            first marker of the list it ends with (list a longer marker
@@ -57,6 +59,11 @@
 --   data     the nodes' data by default (line.new's 4th argument wins).
 --   parents  "container" (default): missing parents are created as
 --            container nodes; "persistent".
+--   prefix   function(uuid) -> string, optional: the name part before the
+--            marker, from a fresh uuid per create (default Curator's
+--            "_c_" .. uuid .. "-"; zkcoord.layout.kazoo's: the uuid's 32
+--            hex digits). It must differ for each uuid: after a lost
+--            create reply our node is the child named <prefix><marker>...
 --
 -- Ownership: an ephemeral node is ours while the session that created it
 -- lives (its ephemeral owner); a persistent or TTL node is ours by the uuid
