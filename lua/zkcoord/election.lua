@@ -18,7 +18,7 @@
 -- services running a LeaderLatch on the same path take part in the same
 -- election (both sort by the number after the last "latch-").
 -- opts.layout = "kazoo": kazoo's Election (a Lock with the identifier as
--- data, zkcoord.layout.kazoo): <path>/_c_<uuid>-__lock__<seq>, so Python
+-- data, zkcoord.layout.kazoo): <path>/<uuid hex>__lock__<seq>, so Python
 -- services running a kazoo Election on the same path take part; kazoo's
 -- contenders() lists our id.
 --

@@ -22,8 +22,8 @@
 -- Curator on the same path take part in the same line (Curator sorts by the
 -- number after the last "__READ__"/"__WRIT__", as we do). Other children of
 -- <path> are ignored. opts.layout = "kazoo" names them as kazoo's ReadLock
--- and WriteLock do instead (zkcoord.layout.kazoo): _c_<uuid>-__rlock__<seq>
--- and _c_<uuid>-__lock__<seq>, a downgrade node _c_<uuid>-downgrade-__rlock__<seq>.
+-- and WriteLock do instead (zkcoord.layout.kazoo): <uuid hex>__rlock__<seq>
+-- and <uuid hex>__lock__<seq>, a downgrade node <uuid hex>downgrade-__rlock__<seq>.
 --
 -- Reentrancy and owners as in zkcoord.lock (an owner is the running
 -- coroutine, or opts.owner), on both sides. Downgrade and the upgrade check
