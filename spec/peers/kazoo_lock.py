@@ -3,10 +3,8 @@
     kazoo_lock.py HOSTS PATH KIND [MAX_LEASES]
 
 KIND is lock, read, write (kazoo's Lock, ReadLock, WriteLock), semaphore,
-election, party (kazoo's ShallowParty: joins as "kazoo", prints the
-members once one more is there, "enter" and "done", and leaves) or
-contenders (prints what a kazoo Lock on PATH lists, and "done"; takes no
-part). Holds twice, as "kazoo": the first time until one more
+election or party (kazoo's ShallowParty: joins as "kazoo", prints the
+members once one more is there, "enter" and "done", and leaves). Holds twice, as "kazoo": the first time until one more
 contender is in line (the zkcoord process), then releases and takes it
 again, which waits for that contender. Prints, one a line:
 
@@ -94,10 +92,6 @@ def main():
     zk = KazooClient(hosts=hosts)
     zk.start(timeout=10)
     try:
-        if kind == "contenders":
-            say("contenders", json.dumps(zk.Lock(path).contenders()))
-            say("done")
-            return
         if kind == "party":
             party = zk.ShallowParty(path, "kazoo")
             party.join()
