@@ -341,7 +341,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         -- same session the lock finds its node by the name it sent,
         -- "<uuid hex>__lock__", as kazoo's _find_node does.
         assert(c:create("/lost"))
-        local a, proxy = replies_dropped { session_timeout = 2, request_timeout = 4 }
+        local a, proxy = replies_dropped { session_timeout = 4, request_timeout = 8 }
         local states = {}
         a:on_state(function(new)
             states[#states + 1] = new
