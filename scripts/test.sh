@@ -51,8 +51,9 @@ fi
 bash scripts/build.sh || exit 1
 if [ "$quick" = 0 ]; then
   bash scripts/build.sh --sanitize || exit 1
-  # the TLS core for spec/tls_spec.lua (its libzookeeper is built once per
-  # checkout, in build/zkclient-tls)
+  # the secure (TLS and SASL) core for spec/tls_spec.lua and
+  # spec/sasl_spec.lua (its libzookeeper is built once per machine, in
+  # ~/.cache/zkcoord, which build/zkclient-tls links to)
   bash scripts/build.sh --tls || exit 1
   bash scripts/build.sh --tls --sanitize || exit 1
 fi
