@@ -13,6 +13,7 @@ local core = require "zkcoord.core"
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
+local testing = require "zkcoord.testing"
 
 local CONNECT_TIMEOUT = 10
 local USERS = { bob = "secret", alice = "alice-pw" }
@@ -156,6 +157,19 @@ describe("sasl #sasl", function()
         assert.truthy(c:set(root, "y"))
     end)
 
+    it("a new session after expiry authenticates too", function()
+        -- the server's longest session (10 s): under load a 2 s one may
+        -- also be lost by the clock rule around the expiry made here
+        local c = client_of("bob", nil, 10)
+        local sid = c:session_id()
+        assert(testing.expire_session(c, server.hosts, 3 * CONNECT_TIMEOUT))
+        assert.truthy(zk.wait_until(function()
+            return c:state() == "connected" and c:session_id() ~= sid
+        end, CONNECT_TIMEOUT, c), c:state())
+        assert.truthy(c:create(root, "new session", { acl = "creator_all" }))
+        assert.same({ scheme = "sasl", id = "bob", perms = "rwcda" }, c:get_acl(root)[1])
+    end)
+
     it("raises on a sasl table it cannot take", function()
         local function raises(t, pattern, extra)
             local o = { servers = server.hosts, sasl = t }
@@ -201,7 +215,8 @@ describe("sasl #sasl", function()
         assert.equals("sessionclosedrequiresaslauth", err)
     end)
 
-    it("in nginx workers: zkcoord.ngx.init_worker takes the same sasl table #ngx", function()
+    it("in nginx workers: zkcoord.ngx.init_worker takes the same sasl table, and a wrong "
+       .. "password is the same error #ngx", function()
         local nginx = require "helpers.nginx"
         local b = client_of("bob")
         assert.truthy(b:create(root, "", { acl = { { scheme = "sasl", id = "bob", perms = "rwcda" } } }))
@@ -221,6 +236,14 @@ describe("sasl #sasl", function()
                         local ok, cerr = c:create("@ROOT@/ngx", "from nginx")
                         ngx.say(ok and "created" or cerr, " ", (c:get("@ROOT@/ngx")))
                     } }
+                    location = /wrong { content_by_lua_block {
+                        local t0 = ngx.now()
+                        local c, err = require("zkcoord").connect { servers = "@HOSTS@",
+                            connect_timeout = 10, sasl = { mechanism = "DIGEST-MD5",
+                                                           username = "bob", password = "x" } }
+                        ngx.update_time()
+                        ngx.say(tostring(c), " ", err, " ", ngx.now() - t0 < 5)
+                    } }
                 }
             ]],
         })
@@ -229,6 +252,11 @@ describe("sasl #sasl", function()
         assert.equals(200, status, n:log_tail())
         -- the node's ACL lets only sasl:bob create under it: nginx was bob
         assert.equals("created from nginx\n", body)
+        -- a wrong password in a worker: the same error, told as soon as the
+        -- server answers (the event comes through the queue, no blocking check)
+        status, body = n:get("/wrong", 15)
+        assert.equals(200, status, n:log_tail())
+        assert.equals("nil sasl true\n", body)
     end)
 
     describe("the command", function()
