@@ -13,7 +13,7 @@
 #                                 `apt-get source zookeeper`
 #
 # Built once per machine and user, not per checkout (a fresh clone, as CI
-# makes, would pay about a minute each time): into
+# makes, would pay the build each time): into
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/zkcoord/zkclient-<version>-<hash>
 # (version: the installed zookeeper package's, or the source tree's; hash:
 # of this script, and of the tree's path with ZKCOORD_ZK_SOURCE), which
@@ -69,7 +69,9 @@ else
     || die "zookeeper is not installed (or set ZKCOORD_ZK_SOURCE)"
   key=$version-$script_hash
 fi
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/zkcoord
+# (HOME may be unset in a service's or a CI runner's environment)
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache=${XDG_CACHE_HOME:-$home/.cache}/zkcoord
 prefix=$cache/zkclient-$key
 
 # build/zkclient-tls -> the cache dir (where CMakeLists.txt looks). A
