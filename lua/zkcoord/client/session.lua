@@ -307,8 +307,9 @@ function _M:_session_event(state)
         -- with sasl, also the SASL exchange after a handshake (a wrong
         -- password; the build's patch makes it an event)
         self._auth_failed = true
-        self._log("error", (self._sasl and "SASL " or "") .. "authentication failed: "
-                           .. "the session is closed")
+        -- (while connect waits, its error says it: only "info" then)
+        self._log(_M.live[self] and "error" or "info", (self._sasl and "SASL " or "")
+                  .. "authentication failed: the session is closed")
         self:_session_lost("authfailed", nil, true)
     end
 end
