@@ -157,6 +157,13 @@ local function sasl_flags(dir, sasl)
 end
 
 
+-- Raises on a bad opts.sasl, before any temp dir is made.
+local function check_sasl(sasl)
+    assert(sasl == nil or (type(sasl) == "table" and type(sasl.users or {}) == "table"),
+        "opts.sasl must be a table { users = { name = password }, required = bool }")
+end
+
+
 local function new_server(dir, port, opts, cleanup_dir)
     assert(opts.tick_time == nil or type(opts.tick_time) == "number",
         "opts.tick_time must be a number (ms)")
@@ -435,6 +442,7 @@ end
 function _M.start(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start: opts must be a table")
+    check_sasl(opts.sasl)
     -- free_port() reserves its port across our processes, but something
     -- else may still bind it meanwhile: retry on a clash when the port was
     -- ours to pick.
@@ -563,6 +571,7 @@ end
 function _M.start_ensemble(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start_ensemble: opts must be a table")
+    check_sasl(opts.sasl)
     local size = opts.size or 3
     assert(type(size) == "number" and size >= 1, "opts.size must be >= 1")
     local root, err = proc.mktemp_dir("zkcoord-zk-")
