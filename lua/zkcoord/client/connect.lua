@@ -285,7 +285,7 @@ end
 ---                  TLS with a client certificate (a core built with TLS; README "TLS")
 ---@field sasl table? { mechanism = "DIGEST-MD5"|"GSSAPI", username =, password =, service =,
 ---                   host = }: SASL authentication, kazoo's sasl_options (a core built
----                   with SASL; README "SASL")
+---                   with SASL; docs/client.md, docs/install.md "SASL")
 
 --- Opens a session and waits (at most connect_timeout) until it is connected.
 ---@param opts zkcoord.connect_opts

@@ -26,7 +26,7 @@ local PLUGIN_PACKAGE = { ["DIGEST-MD5"] = "libsasl2-modules",
 local NO_SASL = "sasl needs a core built with SASL: the system's libzookeeper_mt has no "
     .. "Cyrus SASL (Debian's). Build one: scripts/build.sh --secure, then use "
     .. "ZKCOORD_CPATH=build-tls/lib/?.so or install build-tls/lib/zkcoord/core.so "
-    .. "(README, \"SASL\")"
+    .. "(docs/install.md, \"SASL\")"
 
 
 local function text(t, k, bad, optional)
