@@ -659,6 +659,7 @@ end
 --- `timeout` seconds (nil: no limit); an error leaves our node in the line
 --- (leave() ends the position).
 ---@param wake function called when the line may have moved
+---@param timeout number? seconds for the step's round trips (nil: no limit)
 ---@return boolean|nil through, string? err "timeout" | "closed" | a ZooKeeper code
 function _M:enter_step(wake, timeout)
     check_self(self, "enter_step")
