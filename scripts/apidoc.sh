@@ -62,7 +62,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 internal_modules="util client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
-  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"
+  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease
+  election/state election/rejoin election/run"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

@@ -262,6 +262,40 @@ describe("line drivers #zk", function()
         assert.same({ w:node() }, { assert(w:entries())[1].path })
         w:leave()
     end)
+
+    it("enter_step never waits for others: false with one watch, wake() when the line moves",
+       function()
+        local woke = 0
+        local function wake() woke = woke + 1 end
+        local holder = line.new(other, "/s", ONE)
+        assert.is_true(holder:enter(2))
+        local q = line.new(c, "/s", ONE)
+        assert.is_false(q:enter_step(wake, 5))       -- behind the holder: its node watched
+        assert.truthy(q:node())
+        assert.is_false(q:is_through())
+        assert.is_false(q:enter_step(wake, 5))       -- again: the same node, one watch
+        assert.equal(2, #assert(q:entries()))
+        holder:leave()
+        assert.truthy(zk.wait_until(function() return woke > 0 end, 5, c))
+        assert.is_true(q:enter_step(wake, 5))
+        assert.is_true(q:is_through())
+        q:leave()
+        -- A rule that waits for any change of the line (line.ANY).
+        local TWO = line.driver { marker = "pair-", rule = function(entries)
+            return #entries >= 2 or line.ANY
+        end }
+        woke = 0
+        local a = line.new(c, "/any", TWO)
+        assert.is_false(a:enter_step(wake, 5))
+        local b = line.new(other, "/any", TWO)
+        assert.is_true(b:enter(2))
+        assert.truthy(zk.wait_until(function() return woke > 0 end, 5, c))
+        assert.is_true(a:enter_step(wake, 5))
+        a:leave()
+        b:leave()
+        raises("bad argument #1 to 'enter_step' (function expected, got nil)",
+               function() return q:enter_step(nil, 1) end)
+    end)
 end)
 
 
