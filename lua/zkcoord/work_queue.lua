@@ -8,29 +8,14 @@
 --
 -- Node layout (kazoo's LockingQueue, so kazoo consumers take our items and
 -- we take theirs): items are persistent-sequential nodes under
--- <path>/entries named as kazoo names them, entry-<priority>-<seq> (three
--- digits, then the server's ten): kazoo's consumer sorts the raw names,
--- which is priority, then arrival order, for ours and its own alike.
--- Items named _c_<uuid>-p<priority>-entry-<seq> (the names this library
--- gave before) are still taken, in the same order. A put is one multi: the
--- item and its receipt <path>/puts/_c_<uuid>-put, an ephemeral node of the
--- putting session, deleted once the put is known to have happened. A put
--- whose reply was lost asks the receipt, once connected again: only we
--- delete it, so it is there exactly when the put happened, even when a
--- consumer took and acked the item meanwhile. The receipt and the item are
--- made by one transaction, so they share a czxid: a put given up on is
--- undone by deleting the item with the receipt's czxid. Only when the
--- session ended with the put in flight (the receipt went with it) can the
--- outcome not be learnt: the put is sent again, and the item may be there
--- twice (the one case where an item may be delivered twice).
+-- <path>/entries, named and ordered as work_queue/names.lua says; a put
+-- makes its item with a receipt under <path>/puts (work_queue/put.lua).
 --
 -- A consumer claims an item by creating the ephemeral <path>/taken/<item
 -- name> (data: its id); ack() deletes claim and item in one multi,
 -- release() the claim; only the claim's session deletes it, so a lost
 -- reply is decided by the claim. A consumer whose session ends loses its
 -- claims, and their items go back to the queue.
--- Items are taken by priority, then sequence number (kazoo orders its own
--- by name: the same order for its names).
 --
 -- Waiting: take() lists entries and claims with one watch each (one round
 -- trip, pipelined); a new item or a claim going wakes it. Every waiting
@@ -47,14 +32,15 @@ local util = require "zkcoord.util"
 -- before sending it again; a transient error leaves it to be looked at once
 -- connected.
 local errors = require "zkcoord.errors"
+local names = require "zkcoord.work_queue.names"
+local puts = require "zkcoord.work_queue.put"
 local unknown_outcome, transient = errors.unknown_outcome, errors.transient
 
-local now, uuid = core.now, core.uuid
-local type, ipairs, tostring, tonumber = type, ipairs, tostring, tonumber
+local now = core.now
+local type, ipairs, tostring = type, ipairs, tostring
 local setmetatable = setmetatable
-local match, format, sub, sort = string.match, string.format, string.sub, table.sort
 local argerror, remaining, retry = util.argerror, util.remaining, util.retry
-local UNTIL_DEADLINE, MAX_RACES = util.UNTIL_DEADLINE, util.MAX_RACES
+local UNTIL_DEADLINE = util.UNTIL_DEADLINE
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -65,7 +51,6 @@ local claim_mt = { __index = Claim }
 local check_self = util.self_checker(mt, "work queue", "q")
 local check_item = util.self_checker(item_mt, "taken item", "item")
 
-local DEFAULT_PRIORITY = 100          -- kazoo's
 local OPT_KEYS = { "id" }
 local PUT_KEYS = { "priority", "timeout" }
 
@@ -113,92 +98,6 @@ local function when_back(client, sid, fn, gone)
 end
 
 
--- Deletes the item named `marker`<seq> that was created with zxid
--- `czxid` (its receipt's: one multi made both), if it is still there. One
--- listing, then a pipelined exists per candidate; nothing waits.
-local function drop_item_of(self, marker, czxid)
-    local client = self.client
-    client:send("children", self.entries):on_done(function(names)
-        for _, name in ipairs(names or {}) do
-            if sub(name, 1, #marker) == marker then
-                local path = self.entries .. "/" .. name
-                client:send("exists", path):on_done(function(st)
-                    if st and st.czxid == czxid then
-                        client:delete_guaranteed(path, nil, true)
-                    end
-                end)
-            end
-        end
-    end)
-end
-
-
--- A put we gave up on ("timeout") is undone if it happened after all: its
--- item (when the reply was lost, the one with the receipt's czxid) and
--- its receipt deleted, as the caller was told it failed.
-local function undo_put(self, sid, marker, receipt, made, err)
-    local client = self.client
-    if made then
-        client:delete_guaranteed(made[1].path, nil, true)
-        client:delete_guaranteed(receipt)
-    elseif unknown_outcome[err] then
-        when_back(client, sid, function()
-            client:send("exists", receipt):on_done(function(st)
-                if not st then
-                    return
-                end
-                client:delete_guaranteed(receipt)
-                drop_item_of(self, marker, st.czxid)
-            end)
-        end)
-    end
-end
-
-
--- One put (see the header), for util.retry: true; or nil, err, where a
--- transient err or "sessionexpired" means it did not happen (send again),
--- and "nonode" that a parent is missing.
-local function put_once(self, data, marker, deadline)
-    local client = self.client
-    local receipt = self.puts .. "/_c_" .. uuid() .. "-put"
-    local sid = client:session_id()
-    local f = client:send("multi", {
-        { op = "create", path = self.entries .. "/" .. marker, data = data,
-          sequential = true },
-        { op = "create", path = receipt, ephemeral = true },
-    })
-    local made, err = f:wait(remaining(deadline))
-    if made then
-        client:delete_guaranteed(receipt)
-        return true
-    elseif err == "timeout" then
-        f:on_done(function(late, lerr) undo_put(self, sid, marker, receipt, late, lerr) end)
-        return nil, "timeout"
-    elseif not unknown_outcome[err] then
-        return nil, err    -- not applied: a multi is all or nothing
-    end
-    -- The reply was lost. While our session lives, the receipt tells.
-    if client:session_id() == sid then
-        local st, serr
-        if client:wait_connected(remaining(deadline)) and client:session_id() == sid then
-            st, serr = client:read_until(deadline, "exists", receipt)
-        end
-        if st then
-            client:delete_guaranteed(receipt)
-            return true
-        elseif st == false then
-            return nil, err    -- it did not happen: again
-        elseif client:session_id() == sid then
-            undo_put(self, sid, marker, receipt, nil, err)
-            return nil, serr or "timeout"
-        end
-    end
-    -- The session ended, and the receipt with it: the outcome is lost.
-    -- Again (see the header: the item may be there twice).
-    return nil, "sessionexpired"
-end
-
-
 --- Puts an item. opts.priority: 0..999, lower first (default 100);
 --- opts.timeout: seconds (default the session timeout).
 ---@return true|nil ok, string? err
@@ -206,8 +105,8 @@ function _M:put(data, opts)
     check_self(self, "put")
     util.check_string(data, "put", 1, "data")
     opts = util.check_opts(opts, PUT_KEYS, "put", 2)
-    local prio = opts.priority or DEFAULT_PRIORITY
-    if type(prio) ~= "number" or prio % 1 ~= 0 or prio < 0 or prio > 999 then
+    local prio = opts.priority or names.DEFAULT_PRIORITY
+    if not names.is_priority(prio) then
         argerror(2, "put", "priority must be an integer from 0 to 999, got " .. tostring(prio))
     end
     local timeout = util.check_timeout(opts.timeout, "put", 2)
@@ -217,57 +116,7 @@ function _M:put(data, opts)
     elseif timeout == 0 then
         timeout = client:request_timeout()    -- 0: one try, bounded like a request
     end
-    local deadline = now() + timeout
-    local marker = format("entry-%03d-", prio)     -- kazoo's name: entry-<ppp>-<seq>
-    local ok, err
-    for _ = 1, MAX_RACES do
-        ok, err = retry(client, deadline, UNTIL_DEADLINE, put_once, self, data, marker, deadline)
-        if err ~= "nonode" then
-            break
-        end
-        local made, merr = self:_make_paths(deadline, self.entries, self.puts)
-        if not made then
-            return nil, merr
-        end
-    end
-    if not ok then
-        return nil, err
-    end
-    return true
-end
-
-
--- Priority and sequence number of an item's name (ours or kazoo's).
-local function item_key(name)
-    local p, s = match(name, "^_c_.*%-p(%d%d%d)%-entry%-(%d+)$")
-    if not p then
-        p, s = match(name, "^entry%-(%d%d%d)%-(%d+)$")
-    end
-    if p then
-        return tonumber(p), tonumber(s)
-    end
-end
-
-
-local function by_key(a, b)
-    if a.priority ~= b.priority then
-        return a.priority < b.priority
-    end
-    return a.seq < b.seq
-end
-
-
--- The items of a listing, in taking order: { name =, priority =, seq = }.
-local function sorted_items(names)
-    local out = {}
-    for _, name in ipairs(names) do
-        local p, s = item_key(name)
-        if p then
-            out[#out + 1] = { name = name, priority = p, seq = s }
-        end
-    end
-    sort(out, by_key)
-    return out
+    return puts.put(self, data, prio, now() + timeout)
 end
 
 
@@ -275,11 +124,11 @@ end
 ---@return integer|nil n, string? err
 function _M:len()
     check_self(self, "len")
-    local names, err = self.client:children(self.entries)
-    if not names then
+    local listed, err = self.client:children(self.entries)
+    if not listed then
         return err == "nonode" and 0 or nil, err ~= "nonode" and err or nil
     end
-    return #sorted_items(names)
+    return names.count(listed)
 end
 
 
@@ -487,23 +336,6 @@ function _M:_claim(e, deadline)
 end
 
 
--- Makes two of the queue's nodes (entries/, taken/, puts/), with their
--- parents: a take needs entries/ and taken/ (no children watch is set on a
--- missing node), a put entries/ and puts/.
-function _M:_make_paths(deadline, a, b)
-    local client = self.client
-    local f1 = client:send("create", a, nil, { parents = true })
-    local f2 = client:send("create", b, nil, { parents = true })
-    local ok1, e1 = f1:wait(remaining(deadline))
-    local ok2, e2 = f2:wait(remaining(deadline))
-    local err = not ok1 and e1 ~= "nodeexists" and e1 or not ok2 and e2 ~= "nodeexists" and e2
-    if err then
-        return nil, err
-    end
-    return true
-end
-
-
 function _M:_unwatch(wake)
     self.client:remove_watches(self.entries, wake)
     self.client:remove_watches(self.taken, wake)
@@ -516,13 +348,13 @@ function _M:_list(wake, deadline)
     local client = self.client
     local fe = client:send("children", self.entries, wake)
     local ft = client:send("children", self.taken, wake)
-    local names, err = fe:wait(remaining(deadline))
+    local listed, err = fe:wait(remaining(deadline))
     local taken, terr = ft:wait(remaining(deadline))
-    if names and taken then
-        return names, taken
+    if listed and taken then
+        return listed, taken
     end
     self:_unwatch(wake)
-    return nil, names and terr or err
+    return nil, listed and terr or err
 end
 
 
@@ -530,20 +362,20 @@ end
 -- holds. The item; false when none is free (wait for `wake`); or nil, err
 -- with the watches removed. Retried as a whole on a transient error.
 function _M:_try_take(wake, deadline)
-    local names, taken = self:_list(wake, deadline)
-    if not names and taken == "nonode" then
-        local ok, err = self:_make_paths(deadline, self.entries, self.taken)
+    local listed, taken = self:_list(wake, deadline)
+    if not listed and taken == "nonode" then
+        local ok, err = names.make_paths(self.client, deadline, self.entries, self.taken)
         if not ok then
             return nil, err
         end
-        names, taken = self:_list(wake, deadline)
+        listed, taken = self:_list(wake, deadline)
     end
-    if not names then
+    if not listed then
         return nil, taken
     end
     local held = {}
     for _, n in ipairs(taken) do held[n] = true end
-    for _, e in ipairs(sorted_items(names)) do
+    for _, e in ipairs(names.sorted(listed)) do
         if not held[e.name] then
             local item, err = self:_claim(e, deadline)
             if item ~= false then
