@@ -544,10 +544,24 @@ describe("work_queue #zk", function()
         assert.equal("ack true nil", log:match("ack [^\n]*"))
     end)
 
+    -- Runs fn(go) when client `a` sends its next multi (an ack's write,
+    -- after its look at the claim); go() sends it and returns its future.
+    local function around_write(a, fn)
+        local send = a.send
+        a.send = function(self, op, ...)
+            if op ~= "multi" then
+                return send(self, op, ...)
+            end
+            a.send = nil    -- the class's again
+            local ops = ...
+            return fn(function() return send(self, op, ops) end)
+        end
+    end
+
     -- Through a proxy, a consumer with a short session takes "job"; then
     -- the proxy turns `mode` on, or with `at_write`, as the consumer's
-    -- write (a multi: the ack, after its look at the claim) goes out.
-    -- Returns the consumer, its item, its session id and the proxy.
+    -- write goes out. Returns the consumer, its item, its session id and
+    -- the proxy.
     local SHORT = 2
     local function taken_through_proxy(path, mode, opts, at_write)
         local proxy = start_proxy()
@@ -559,15 +573,11 @@ describe("work_queue #zk", function()
         local sid = a:session_id()
         if not at_write then
             assert(proxy:set(mode))
-            return a, item, sid, proxy
-        end
-        local send = a.send
-        a.send = function(self, op, ...)
-            if op == "multi" then
-                a.send = nil    -- the class's again
+        else
+            around_write(a, function(go)
                 assert(proxy:set(mode))
-            end
-            return send(self, op, ...)
+                return go()
+            end)
         end
         return a, item, sid, proxy
     end
@@ -621,6 +631,34 @@ describe("work_queue #zk", function()
         assert.equal("job", again.data)
         assert.is_true(again:ack())
         assert.equal(0, c:work_queue("/never"):len())
+    end)
+
+    it("an ack whose claim someone deleted and whose reply was lost says lost; the item stays",
+       function()
+        -- The claim is deleted just before the ack's multi goes out (so the
+        -- multi is not applied), and the connection is cut before its
+        -- reply. Back in the same session the claim is gone: the item
+        -- decides (before: taken for the ack's doing, true, and the item
+        -- stayed in the queue for a second consumer to do again).
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        assert(c:work_queue("/undone"):put("job"))
+        local item = assert(a:work_queue("/undone"):take(5))
+        local sid = a:session_id()
+        around_write(a, function(go)
+            assert(zk.admin():delete(root .. item.claim))
+            assert(proxy:delay(1))    -- its reply cannot come before the cut
+            local f = go()
+            assert(proxy:cut())
+            assert(proxy:pass())
+            return f
+        end)
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.equal(sid, a:session_id())
+        assert.is_false(item:held())
+        assert.equal(1, c:work_queue("/undone"):len())
+        local again = assert(other:work_queue("/undone"):take(5))
+        assert.is_true(again:ack())
     end)
 
     it("raises on bad arguments", function()

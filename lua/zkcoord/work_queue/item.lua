@@ -259,8 +259,10 @@ local function drop_claim_now(self, ops)
             self._unsure = nil
             if not sent then
                 return lost_claim(self)
+            elseif is_ack then
+                return decided_by_item(self, deadline)
             end
-            return is_ack and decided_by_item(self, deadline) or let_go(self)
+            return let_go(self)
         elseif results then    -- the write went out and failed
             if is_ack and results[2] and results[2].err == "nonode" then
                 self._unsure = nil
