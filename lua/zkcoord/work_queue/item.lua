@@ -6,10 +6,13 @@
 -- first reads the claim (zkcoord.work_queue.claim) and writes only if it
 -- is still our session's, with the version read: a claim someone deleted
 -- may be another consumer's by now, also before its deletion's event
--- reached us. A write whose reply was lost is decided by the claim: while
--- our session lives only our write or someone else's delete removes it,
--- and an ack (which deletes claim and item at once) is decided by the item
--- then. Once the session ended, an ack is decided by the item
+-- reached us. (A multi cannot check an ephemeral owner: a claim deleted
+-- by a third party and taken by another consumer within the one round
+-- trip between our read and our write is not told apart, both version 0.)
+-- A write whose reply was lost is decided by the claim: while our session
+-- lives only our write or someone else's delete removes it, and once it is
+-- gone an ack (which deletes claim and item at once) is decided by the
+-- item. Once the session ended, an ack is decided by the item
 -- (ack_after_loss); a release needs no deciding.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
