@@ -661,6 +661,23 @@ describe("work_queue #zk", function()
         assert.is_true(again:ack())
     end)
 
+    it("after client:close() an item is not held, not told lost, and ack() says closed", function()
+        -- before: held() still answered true after the close
+        local a = zk.client { chroot = root }
+        assert(c:work_queue("/closed"):put("job"))
+        local item = assert(a:work_queue("/closed"):take(5))
+        local told = {}
+        item:on_lost(function(r) told[#told + 1] = r end)
+        a:close()
+        assert.is_false(item:held())
+        assert.same({}, told)
+        assert.same({ nil, "closed" }, { item:ack() })
+        assert.same({ nil, "closed" }, { item:release() })
+        -- the claim went with the closed session: the item is back
+        local again = assert(c:work_queue("/closed"):take(5))
+        assert.is_true(again:ack())
+    end)
+
     it("raises on bad arguments", function()
         local q = c:work_queue("/b")
         assert.has_error(function() q:put(5) end)

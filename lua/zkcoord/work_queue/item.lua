@@ -51,8 +51,8 @@ end
 -- While a write of ours may be deleting the claim the node cannot tell our
 -- delete from another's: kept for after the write (drop_claim).
 local function claim_gone(self, reason)
-    if self.claim == nil then
-        return
+    if self.claim == nil or self.queue.client:is_closed() then
+        return    -- close() ends every hold untold: ack() and release() say "closed"
     elseif self._writing then
         self._gone_seen = reason
     end
@@ -110,18 +110,22 @@ end
 -- unless someone deleted it (claim_gone: same_session may run it) or the
 -- registry gave it back.
 local function claimed(self)
-    if self.claim == nil or self._sid == nil or self._deleted then
+    if self.claim == nil or self._sid == nil or self._deleted
+            or self.queue.client:is_closed() then
         return false
     end
     return same_session(self) and not self._deleted and self._held:node() ~= nil
 end
 
 
--- true while the claim is ours; else nil, "notheld" (given back already)
--- or nil, "lost" (it went with our session, or someone deleted it).
+-- true while the claim is ours; else nil, "notheld" (given back already),
+-- nil, "closed" (client:close() ended it) or nil, "lost" (it went with our
+-- session, or someone deleted it).
 local function check_claim(self)
     if not self.claim then
         return nil, "notheld"
+    elseif self.queue.client:is_closed() then
+        return nil, "closed"
     end
     if not claimed(self) then
         self.claim = nil
