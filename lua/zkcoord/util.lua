@@ -38,7 +38,7 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- every one under lua/zkcoord is listed).
 _M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, discovery = true,
                election = true, layout = true, lease = true, line = true, testing = true,
-               wait = true, ["wait/ngx"] = true }
+               wait = true, ["wait/ngx"] = true, work_queue = true }
 local SUBDIRS = _M.SUBDIRS
 
 
