@@ -35,15 +35,18 @@ done
 # The client is one class spread over client/*.lua: LDoc reads the parts
 # that add its methods as one file, the page of zkcoord.client (init.lua's
 # header first). Its internal parts (the pump a waiter drives, ACL
-# conversion, argument checks, options, TLS) keep pages of their own, so the
+# conversion, argument checks, options, SASL, TLS) keep pages of their own, so the
 # client's page lists what a user calls.
-internal="acl checks options pump tls"
+internal="acl checks options pump sasl tls"
 ( cd "$work/src/zkcoord/client" &&
   cat init.lua $(ls *.lua | grep -v '^init\.lua$' |
                  grep -vxF "$(printf '%s.lua\n' $internal)") >../client.lua &&
   for f in *.lua; do
     case " $internal " in *" ${f%.lua} "*) ;; *) rm "$f" ;; esac
   done )
+# A taken work-queue item (work_queue/item.lua) is what a user holds: its
+# methods are on the work queue's page, as they were before the split.
+( cd "$work/src/zkcoord" && cat work_queue/item.lua >>work_queue.lua && rm work_queue/item.lua )
 # Reference for what the sources generate (the client's operations).
 cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
 # ---@tag opening a comment  ->  --- @tag, a doc comment of its own
@@ -63,10 +66,12 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # first).
 internal_modules="contract util util/args util/callbacks util/deadline util/deprecated util/held util/ids
   util/reads util/retry metrics/text client/checks client/options client/acl client/pump
-  client/tls line/node
+  client/sasl client/tls line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
-  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"
+  work_queue/names work_queue/put work_queue/claim
+  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease
+  election/state election/rejoin election/run"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

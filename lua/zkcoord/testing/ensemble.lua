@@ -109,6 +109,7 @@ end
 function _M.start(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start_ensemble: opts must be a table")
+    server.check_sasl(opts.sasl)
     local size = opts.size or 3
     assert(type(size) == "number" and size >= 1, "opts.size must be >= 1")
     local root, err = proc.mktemp_dir("zkcoord-zk-")
