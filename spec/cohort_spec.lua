@@ -575,9 +575,7 @@ describe("lock cohort #zk", function()
             c:sync("/")      -- B and C queued (their watches answered)
             assert(zk.admin():delete(root .. L.A:node()))
             zk.proc.sleep(0.3)     -- the delete reaches the process, unread
-            local h = L.A._holds.A
-            h:forget()
-            cohort.release(h)      -- what an nginx request's Tie:leave does
+            L.A._holds.A.q:leave()      -- what an nginx request's tie does
         end)
         assert.is_true(c:run(20))
         assert.same({ true }, res.B)
