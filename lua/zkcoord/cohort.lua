@@ -59,13 +59,12 @@
 -- a line position (zkcoord.line) without the cohort, a seat
 -- (zkcoord.cohort.seat) with it, both answering the same interface. A
 -- seat is served by zkcoord.cohort.exclusive (one holder: the lock) or
--- zkcoord.cohort.shared (the rwlock's readers), over the local queue
--- (cohort/fifo.lua), the node's watches (cohort/node.lua), the one bound
--- of local grants (cohort/bound.lua) and the per-line registry
--- (cohort/registry.lua).
+-- zkcoord.cohort.shared (the rwlock's readers), over the local queue and
+-- the one bound of local grants (cohort/fifo.lua), the node's watches
+-- (cohort/node.lua) and the per-line registry (cohort/registry.lua).
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
-local bound = require "zkcoord.cohort.bound"
+local fifo = require "zkcoord.cohort.fifo"
 local exclusive = require "zkcoord.cohort.exclusive"
 local shared = require "zkcoord.cohort.shared"
 local seat = require "zkcoord.cohort.seat"
@@ -75,11 +74,11 @@ local type, ipairs, setmetatable, math_floor = type, ipairs, setmetatable, math.
 
 local _M = { _VERSION = require("zkcoord.version") }
 
-local LOCAL_BITS, LOCAL_MAX = bound.LOCAL_BITS, bound.LOCAL_MAX
+local LOCAL_BITS, LOCAL_MAX = fifo.LOCAL_BITS, fifo.LOCAL_MAX
 local EXACT = 2 ^ 53
 
-_M.DEFAULT_HANDOFFS = bound.DEFAULT_HANDOFFS
-_M.DEFAULT_TIME = bound.DEFAULT_TIME
+_M.DEFAULT_HANDOFFS = fifo.DEFAULT_HANDOFFS
+_M.DEFAULT_TIME = fifo.DEFAULT_TIME
 
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it

@@ -5,12 +5,11 @@
 -- "entering" (an owner joins the line for it: the leader) or "held" (its
 -- node is through; c.holder has it). Owners that come while it is not
 -- idle queue (zkcoord.cohort.fifo); a release hands the node to the first
--- within the bound (zkcoord.cohort.bound), or deletes it and the first
+-- within the bound (zkcoord.cohort.fifo), or deletes it and the first
 -- joins the line itself.
 local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
-local bound = require "zkcoord.cohort.bound"
 local fifo = require "zkcoord.cohort.fifo"
 local node = require "zkcoord.cohort.node"
 local registry = require "zkcoord.cohort.registry"
@@ -223,7 +222,7 @@ function _M.release(h)
         q:leave()
         return
     end
-    if fifo.queued(c) and not rec.revoked and bound.may_grant(c.n + 1, c.since, c.remote, h.opts) then
+    if fifo.queued(c) and not rec.revoked and fifo.may_grant(c.n + 1, c.since, c.remote, h.opts) then
         local e = fifo.pop(c)
         if e then
             c.n = c.n + 1

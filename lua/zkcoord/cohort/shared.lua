@@ -3,7 +3,7 @@
 --
 -- The readers of one client share one read node, a "generation". A reader
 -- joins the open generation at once (no request) while its node is
--- through and within the bound (zkcoord.cohort.bound: with a node behind
+-- through and within the bound (zkcoord.cohort.fifo: with a node behind
 -- it in line, a writer may wait there); otherwise it opens a new
 -- generation (a new node, behind that writer). Readers that arrive while
 -- a generation's node is being entered queue (zkcoord.cohort.fifo) and all
@@ -11,7 +11,6 @@
 local core = require "zkcoord.core"
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
-local bound = require "zkcoord.cohort.bound"
 local fifo = require "zkcoord.cohort.fifo"
 local node = require "zkcoord.cohort.node"
 local registry = require "zkcoord.cohort.registry"
@@ -119,7 +118,7 @@ local function joinable(g, opts)
     if g.state ~= "held" or g.rec.revoked or not g.rec.q:is_through() then
         return false
     end
-    return bound.may_grant(g.joins, g.since, g.remote, opts)
+    return fifo.may_grant(g.joins, g.since, g.remote, opts)
 end
 
 
