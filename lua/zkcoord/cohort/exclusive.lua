@@ -8,13 +8,12 @@
 -- within the bound (zkcoord.cohort.fifo), or deletes it and the first
 -- joins the line itself.
 local core = require "zkcoord.core"
-local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 local fifo = require "zkcoord.cohort.fifo"
 local node = require "zkcoord.cohort.node"
 local registry = require "zkcoord.cohort.registry"
 
-local now, remaining = core.now, util.remaining
+local now = core.now
 
 local _M = {}
 
@@ -48,12 +47,10 @@ function _M.revoked()
 end
 
 
--- The cohort's node was lost: the holder learns it, waiters join again.
--- A holder handed it whose acquire has not returned never held it: it
--- joins the line itself (relead), untold.
-local function node_lost(reason, rec)
-    rec.lost = true
-    node.wake(rec)
+--- The cohort's node was lost (zkcoord.cohort.node's `lost`): the holder
+--- learns it, waiters join again. A holder handed it whose acquire has
+--- not returned never held it: it joins the line itself (relead), untold.
+function _M.lost(reason, rec)
     local c = rec.side
     if c.rec ~= rec then
         return
@@ -77,7 +74,7 @@ local function start_watching(c)
     local rec = c.rec
     if rec then
         node.watch_remote(rec)
-        node.watch_loss(rec, node_lost)
+        node.watch_loss(rec)
     end
 end
 
@@ -86,7 +83,7 @@ end
 function _M.watch_lost(h)
     local c = h.cohort
     if c and c.holder == h and c.rec then
-        node.watch_loss(c.rec, node_lost)
+        node.watch_loss(c.rec)
     end
 end
 
@@ -102,7 +99,7 @@ end
 -- session end, no one watched)? Then the cohort learns it now.
 local function check_held(c)
     if c.state == "held" and not c.rec.q:is_through() then
-        node_lost("sessionexpired", c.rec)   -- a no-op if is_through told it
+        node.lost("sessionexpired", c.rec)   -- a no-op if is_through told it
     end
 end
 
@@ -111,18 +108,11 @@ end
 local function lead(c, h, deadline)
     while true do
         c.state = "entering"
-        local q = line.new(c.client, c.path, c.driver, h.opts.data)
-        local rec = node.new(q, c, c.client)
-        c.rec = rec
-        if #h.lost_fns > 0 then
-            node.on_lost(rec, node_lost)
-        end
-        local ok, err = node.enter(h, rec, remaining(deadline))
-        if not ok then
-            pass_lead(c)
+        local rec, err = node.join(c, c, h, deadline)
+        if not rec then
             return nil, err
         end
-        h:untrack(q)
+        local q = rec.q
         c.state, c.holder, h.rec = "held", h, rec
         c.n, c.since, c.remote = 0, now(), true
         h.q, h.n, h.cohort = q, 0, c
@@ -146,11 +136,11 @@ local function handed(c, h, deadline)
     if c.holder == h then
         node.wait_confirmed(rec, deadline)
     end
-    if c.holder == h and rec.confirmed and h.q:is_through() then  -- may run node_lost
+    if c.holder == h and rec.confirmed and h.q:is_through() then  -- may run _M.lost
         return true
     end
     if c.holder ~= h then
-        h.relead = nil    -- node_lost made us lead
+        h.relead = nil    -- _M.lost made us lead
         return "lead"
     end
     if rec.confirmed == nil and not rec.lost then
@@ -215,7 +205,7 @@ function _M.release(h)
         return     -- the node was lost meanwhile: the cohort moved on
     end
     local rec, q = c.rec, h.q
-    if not q:is_through() then     -- may run node_lost: then the cohort moved on
+    if not q:is_through() then     -- may run _M.lost: then the cohort moved on
         if c.holder == h then
             pass_lead(c)           -- lost unwatched: the releaser needs no telling
         end

@@ -1,10 +1,12 @@
 --- zkcoord.cohort.node: a cohort's node in the line and what watches it
---- (internal part of zkcoord.cohort): its confirmation, its loss, the
---- participants behind it, revocation requests. One record per node,
---- whichever side holds it: a lock's cohort (one holder at a time) or a
---- read node's generation (many); the side's kind (zkcoord.cohort.exclusive
---- or .shared) says who holds it (`each_holder`), whether the record is
---- still the side's node (`current`) and who leads when it goes (`pass_lead`).
+--- (internal part of zkcoord.cohort): the join that makes it, its
+--- confirmation, its loss, the participants behind it, revocation
+--- requests. One record per node, whichever side holds it: a lock's cohort
+--- (one holder at a time) or a read node's generation (many); the side's
+--- kind (zkcoord.cohort.exclusive or .shared) says who holds it
+--- (`each_holder`), what its loss does (`lost`), what a revocation request
+--- closes (`revoked`) and who leads when its join fails (`pass_lead`).
+local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 
 local remaining = util.remaining
@@ -70,23 +72,36 @@ function _M.wait_confirmed(rec, deadline)
 end
 
 
---- Watches node `rec` for loss (fn(reason, rec), once per node) without
---- confirming: for a node not through yet (the watch is set when it is).
-function _M.on_lost(rec, fn)
+--- Node `rec` was lost (its session ended, it was deleted): the owners
+--- waiting for its confirmation wake, and its side's kind moves on (once).
+function _M.lost(reason, rec)
+    if rec.lost then
+        return
+    end
+    rec.lost = true
+    wake(rec)
+    rec.kind.lost(reason, rec)
+end
+local lost = _M.lost
+
+
+--- Watches node `rec` for loss (once per node) without confirming: for a
+--- node not through yet (the watch is set when it is).
+function _M.on_lost(rec)
     if not rec.lost_watched then
         rec.lost_watched = true
-        rec.q:on_lost(fn, rec)
+        rec.q:on_lost(lost, rec)
     end
 end
 
 
---- Watches node `rec` for loss (fn, once per node) and confirms the watch.
---- A node found lost before (held() saw the session end, no one watched):
---- fn runs now, as its watch would have.
-function _M.watch_loss(rec, fn)
-    _M.on_lost(rec, fn)
+--- Watches node `rec` for loss (once per node) and confirms the watch. A
+--- node found lost before (held() saw the session end, no one watched):
+--- it is lost now, as its watch would have told.
+function _M.watch_loss(rec)
+    _M.on_lost(rec)
     if not rec.q:is_through() then
-        return fn("sessionexpired", rec)
+        return lost("sessionexpired", rec)
     end
     confirm(rec)
 end
@@ -221,6 +236,26 @@ function _M.enter(h, rec, timeout)
         error(res, 0)
     end
     return res, err
+end
+
+
+--- Hold `h` joins the line for side `side` of cohort `c` with a new node
+--- (until `deadline`): the node's record, through; or nil, err when the
+--- join failed (the next local owner of the side leads).
+function _M.join(c, side, h, deadline)
+    local q = line.new(c.client, c.path, c.driver, h.opts.data)
+    local rec = _M.new(q, side, c.client)
+    side.rec = rec
+    if #h.lost_fns > 0 then
+        _M.on_lost(rec)
+    end
+    local ok, err = _M.enter(h, rec, remaining(deadline))
+    if not ok then
+        side.kind.pass_lead(side)
+        return nil, err
+    end
+    h:untrack(q)
+    return rec
 end
 
 

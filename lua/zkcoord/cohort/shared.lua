@@ -9,7 +9,6 @@
 -- a generation's node is being entered queue (zkcoord.cohort.fifo) and all
 -- hold when it is through. The node goes when its last reader releases.
 local core = require "zkcoord.core"
-local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 local fifo = require "zkcoord.cohort.fifo"
 local node = require "zkcoord.cohort.node"
@@ -29,7 +28,6 @@ function _M.pass_lead(g)
         g.c.open = nil
     end
 end
-local pass_lead = _M.pass_lead
 
 
 --- The holds of node `rec` now: the generation's readers.
@@ -49,12 +47,9 @@ function _M.revoked(rec)
 end
 
 
-local function gen_lost(reason, rec)
-    if rec.lost then
-        return
-    end
-    rec.lost = true
-    node.wake(rec)
+--- Generation node `rec` was lost (zkcoord.cohort.node's `lost`): no
+--- reader joins it, its readers learn it.
+function _M.lost(reason, rec)
     local g = rec.side
     if g.c.open == g then
         g.c.open = nil
@@ -71,9 +66,9 @@ local function watch_lost(g)
     if not rec then
         return
     elseif g.state == "held" then
-        node.watch_loss(rec, gen_lost)
+        node.watch_loss(rec)
     else
-        node.on_lost(rec, gen_lost)       -- set when the node is through
+        node.on_lost(rec)       -- set when the node is through
     end
 end
 
@@ -124,20 +119,11 @@ end
 
 -- Reader `h` enters a node for generation `g`; on success every reader
 -- waiting for `g` holds too.
-local function lead(g, h, timeout)
-    local c = g.c
-    local q = line.new(c.client, c.path, c.driver, h.opts.data)
-    local rec = node.new(q, g, c.client)
-    g.rec = rec
-    if #h.lost_fns > 0 then
-        watch_lost(g)
-    end
-    local ok, err = node.enter(h, rec, timeout)
-    if not ok then
-        pass_lead(g)
+local function lead(g, h, deadline)
+    local rec, err = node.join(g.c, g, h, deadline)
+    if not rec then
         return nil, err
     end
-    h:untrack(q)
     g.state, g.since = "held", now()
     join(g, h)
     local e = fifo.pop(g)
@@ -189,7 +175,7 @@ function _M.acquire(client, path, driver, h, timeout)
     if not g then
         g = new_generation(c)
         c.open = g
-        return lead(g, h, remaining(deadline))
+        return lead(g, h, deadline)
     end
     if timeout == 0 then
         return nil, "timeout"     -- try once: a reader of this process is entering
@@ -198,7 +184,7 @@ function _M.acquire(client, path, driver, h, timeout)
     local how, err = fifo.await(h.entry, client, deadline)
     h.entry = nil
     if how == "lead" then
-        return lead(g, h, remaining(deadline))
+        return lead(g, h, deadline)
     end
     return how and true, err
 end
