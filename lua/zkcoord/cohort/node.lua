@@ -219,8 +219,8 @@ end
 -- there it runs unprotected (a raising rule leaves the cohort stuck).
 local PROTECT = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
 
---- Hold `h` enters node `rec`'s position for its side (h.leading is rec
---- meanwhile). If enter raises (a driver's rule: line.lua re-raises it, our
+--- Hold `h` enters node `rec`'s position for its side (h.leading, this
+--- module's field, is rec meanwhile). If enter raises (a driver's rule: line.lua re-raises it, our
 --- node gone), whoever waits leads instead.
 function _M.enter(h, rec, timeout)
     h.leading = rec
@@ -256,6 +256,21 @@ function _M.join(c, side, h, deadline)
     end
     h:untrack(q)
     return rec
+end
+
+
+--- Hold `h` is gone while it joins the line (its owner ended): the next
+--- local owner of the side leads, and its node goes. False when it was
+--- not joining.
+function _M.drop_join(h)
+    local rec = h.leading
+    if not rec then
+        return false
+    end
+    h.leading = nil
+    _M.abandon(rec)
+    rec.q:leave()
+    return true
 end
 
 

@@ -5,7 +5,8 @@
 -- A seat is served by a kind: zkcoord.cohort.exclusive (a lock: one holder
 -- at a time) or zkcoord.cohort.shared (an rwlock's readers). The fields
 -- below are the seat's; the kind that serves it owns the ones it sets (q,
--- n, cohort, rec, gen, entry, leading, relead, confirming).
+-- n, cohort, rec, gen, entry, relead, confirming), zkcoord.cohort.node
+-- the one its join sets (leading).
 --
 -- nginx (owners are requests): the node is the cohort's, not the request's
 -- that made it (untied from it once through). Each seat that waits or
@@ -130,11 +131,7 @@ function Seat:leave()
     if kind.holds(self) then
         return kind.release(self)
     end
-    local rec = self.leading
-    if rec then       -- gone while joining the line for the cohort
-        self.leading = nil
-        node.abandon(rec)
-        rec.q:leave()
+    if node.drop_join(self) then    -- gone while joining the line for the cohort
         return
     end
     if self.relead then    -- its node lost, made to lead, never resumed
