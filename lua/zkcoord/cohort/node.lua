@@ -246,7 +246,7 @@ function _M.join(c, side, h, deadline)
     local q = line.new(c.client, c.path, c.driver, h.opts.data)
     local rec = _M.new(q, side, c.client)
     side.rec = rec
-    if #h.lost_fns > 0 then
+    if h.lost_fns then
         _M.on_lost(rec)
     end
     local ok, err = _M.enter(h, rec, remaining(deadline))

@@ -24,6 +24,7 @@ local setmetatable = setmetatable
 
 local _M = {}
 local Seat = {}
+local EMPTY = {}
 local mt = { __index = Seat }
 
 
@@ -33,8 +34,8 @@ local mt = { __index = Seat }
 function _M.new(client, path, driver, opts, kind)
     return setmetatable({
         client = client, path = path, driver = driver, opts = opts, kind = kind,
-        lost_fns = {},      -- fn, arg pairs (on_lost)
-        revoke_fns = {},    -- fn, arg pairs (on_revoke)
+        lost_fns = nil,     -- fn, arg pairs (on_lost); made by the first
+        revoke_fns = nil,   -- fn, arg pairs (on_revoke); as lost_fns
         granted = false,    -- enter() returned true
         revoked = false,    -- told of a revocation request
         tie = nil,          -- nginx: what ties the seat to its request
@@ -202,6 +203,10 @@ end
 --- Registered while it holds: its node is watched from now on.
 function Seat:on_lost(fn, arg)
     local fns = self.lost_fns
+    if not fns then
+        fns = {}
+        self.lost_fns = fns
+    end
     fns[#fns + 1] = fn
     fns[#fns + 1] = arg == nil and false or arg
     if self.granted then
@@ -212,7 +217,7 @@ end
 
 --- The kind's: the node is lost while the seat holds it.
 function Seat:tell_lost(reason)
-    local fns = self.lost_fns
+    local fns = self.lost_fns or EMPTY
     for i = 1, #fns, 2 do
         util.call(self.client, fns[i], "lock on_lost", reason, fns[i + 1])
     end
@@ -221,7 +226,7 @@ end
 
 -- Watches the node the seat holds for revocation requests (once per node).
 local function listen(self)
-    if not self.granted or self.revoked or #self.revoke_fns == 0 then
+    if not self.granted or self.revoked or not self.revoke_fns then
         return
     end
     local rec = self.kind.held_node(self)
@@ -235,6 +240,10 @@ end
 --- reaches the seat while it holds (once). Registered after enter().
 function Seat:on_revoke(fn, arg)
     local fns = self.revoke_fns
+    if not fns then
+        fns = {}
+        self.revoke_fns = fns
+    end
     fns[#fns + 1] = fn
     fns[#fns + 1] = arg == nil and false or arg
     listen(self)
@@ -244,7 +253,7 @@ end
 --- zkcoord.cohort.node's: a revocation request for `path` reached the
 --- node while the seat holds it.
 function Seat:tell_revoke()
-    if self.granted and not self.revoked and #self.revoke_fns > 0 then
+    if self.granted and not self.revoked and self.revoke_fns then
         self.revoked = true
         local fns = self.revoke_fns
         for i = 1, #fns, 2 do
