@@ -347,11 +347,11 @@ end
 ---@return number|nil token, string|integer|nil err_or_n
 function _M:token()
     check_self(self, "token")
-    local h = live_hold(self, self:_owner())
+    local h = self._holds[self:_owner()]
     if not h then
         return nil, "notheld"
     end
-    return h.q:token()
+    return h.q:token()    -- nil, "notheld" once it is not through (one check)
 end
 
 

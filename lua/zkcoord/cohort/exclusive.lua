@@ -185,7 +185,8 @@ end
 
 --- Does hold `h` hold its cohort's node?
 function _M.holds(h)
-    return h.cohort ~= nil and h.cohort.holder == h
+    local c = h.cohort
+    return c and c.holder == h or false
 end
 
 

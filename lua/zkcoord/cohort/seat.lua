@@ -32,13 +32,17 @@ local mt = { __index = Seat }
 --- lock's options `opts` (data, cohort_handoffs, cohort_time), served by
 --- `kind`.
 function _M.new(client, path, driver, opts, kind)
+    -- The fields every grant sets are in the constructor (false for
+    -- none): the table is made at its size (a seat per acquire; a local
+    -- handoff is a few microseconds).
     return setmetatable({
         client = client, path = path, driver = driver, opts = opts, kind = kind,
-        lost_fns = nil,     -- fn, arg pairs (on_lost); made by the first
+        lost_fns = false,   -- fn, arg pairs (on_lost); made by the first
         revoke_fns = nil,   -- fn, arg pairs (on_revoke); as lost_fns
         granted = false,    -- enter() returned true
-        revoked = false,    -- told of a revocation request
+        revoked = nil,      -- told of a revocation request
         tie = nil,          -- nginx: what ties the seat to its request
+        q = false, n = 0, cohort = false, rec = false,    -- the kind's
     }, mt)
 end
 
@@ -178,14 +182,14 @@ end
 --- The cohort's node (nil while the seat has none).
 function Seat:node()
     local q = self.q
-    return q and q:node()
+    return q and q:node() or nil
 end
 
 
 --- The node's create stat (nil while the seat has none).
 function Seat:stat()
     local q = self.q
-    return q and q:stat()
+    return q and q:stat() or nil
 end
 
 

@@ -91,7 +91,8 @@ end
 
 --- Does hold `h` hold its generation's node?
 function _M.holds(h)
-    return h.gen ~= nil and h.gen.holds[h] == true
+    local g = h.gen
+    return g and g.holds[h] == true or false
 end
 
 
