@@ -470,6 +470,25 @@ describe("lock cohort #zk", function()
         assert.truthy(zk.wait_until(function() return #c:children("/l") == 0 end, 5, c))
     end)
 
+    it("ends a seat's enter() interrupted while it is handed the node: the node goes on", function()
+        local d = line.driver { marker = "lock-", rule = require("zkcoord.line.rules").first }
+        local new = cohort.positions({ cohort = true }, d)
+        local a, b = new(c, "/l", d, {}), new(c, "/l", d, {})
+        assert.same({ true }, { a:enter(5) })
+        local res = {}
+        c:spawn(function() res.b = { b:enter(10) } end)
+        c:spawn(function()
+            c:sync("/")      -- b is queued
+            a:leave()        -- hands the node to b, which has not resumed yet
+            b:interrupt()
+        end)
+        assert.is_true(c:run(20))
+        assert.same({ nil, "interrupted" }, res.b)
+        assert.is_false(b:is_through())
+        assert.truthy(zk.wait_until(function() return #c:children("/l") == 0 end, 5, c),
+                      "the node was not let go")
+    end)
+
     it("is reentrant per owner", function()
         local lock = c:lock("/l", { cohort = true })
         assert(lock:acquire(5))

@@ -115,6 +115,10 @@ end
 function Seat:enter(timeout)
     tie(self)
     local ok, err = self.kind.acquire(self.client, self.path, self.driver, self, timeout)
+    if ok and self.interrupted then
+        self:leave()      -- interrupted while handed the node: to the next
+        ok, err = nil, "interrupted"
+    end
     if not ok then
         untie(self)
         return nil, err
@@ -152,7 +156,9 @@ end
 
 
 --- Ends an enter() waiting in the local queue or joining the line (it
---- answers nil, "interrupted"); a seat that holds is left.
+--- answers nil, "interrupted"); one handed the node meanwhile (its
+--- confirmation pending: one round trip) passes it on and answers so when
+--- that ends. A seat that holds is left.
 function Seat:interrupt()
     local rec = self.leading
     if rec then
@@ -164,7 +170,11 @@ function Seat:interrupt()
         fifo.leave(e, true)
         return true
     end
-    self:leave()
+    if self.granted then
+        self:leave()
+    else
+        self.interrupted = true   -- enter() has not returned: it leaves then
+    end
     return true
 end
 
