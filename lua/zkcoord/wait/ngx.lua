@@ -198,7 +198,10 @@ end
 --- timer is where work that outlives it (leadership) belongs; there the
 --- node is only noted under its coroutine, so that a light thread killed
 --- while waiting in a line leaves it (ticker.lua, abandoned).
-function _M:track(e, path)
+--- `request_only`: only the end of the request lets go, not that rule (a
+--- lock cohort's seat, whose coroutine may wait on another's behalf).
+--- Returns true when tied.
+function _M:track(e, path, request_only)
     if get_phase() == "timer" then
         local co = running()
         local s = self.by_co[co]
@@ -206,9 +209,9 @@ function _M:track(e, path)
             s = { nodes = {} }     -- not in self.scopes: no request ends it
             self.by_co[co] = s
         end
-        e.scope, e.co = s, co
+        e.scope, e.co = s, not request_only and co or nil
         s.nodes[path] = e
-        return
+        return true
     end
     if not ctx_ref then
         return
@@ -227,9 +230,20 @@ function _M:track(e, path)
         self.by_ctx[ctx] = s
         self.scopes[s] = true
     end
-    e.scope, e.co = s, running()
+    e.scope, e.co = s, not request_only and running() or nil
     s.nodes[path] = e
     arm(self)
+    return true
+end
+
+
+--- Unties entry `e`, tracked as `path`, from the request (or timer) it
+--- was tied to, from any request or timer: a cohort seat that let go.
+function _M.untie(_, e, path)
+    local s = e.scope
+    if s and s.nodes[path] == e then
+        s.nodes[path] = nil
+    end
 end
 
 

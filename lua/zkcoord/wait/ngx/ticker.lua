@@ -16,7 +16,9 @@
 --    warning, since the request should have released it;
 --  * a client that went away wakes its waiter as a timeout would: nginx
 --    sees it only with lua_check_client_abort on, so the reaper peeks, at
---    most every PEEK_EVERY seconds (one recv() per waiting request);
+--    most every PEEK_EVERY seconds (one recv() per waiting request), and
+--    wakes a waiter whose client two peeks in a row saw gone (nginx's own
+--    check, and the user's on_abort, come first);
 --  * while the worker exits, a set event not yet resumed no longer counts
 --    as waiting, so the drain ends.
 -- Functions take the waiter as `self`: this module is part of the
@@ -229,10 +231,20 @@ function _M.reap(self)
                 self.waiting = self.waiting - 1
                 abandon(self, ev, false)
             elseif peek and ev.fd and client_gone(ev.fd) then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
-                ev.cancelled = true
-                ev.sema:post(1)
+                -- Ended at the next peek, if it still waits: with
+                -- lua_check_client_abort on, nginx's own check must come
+                -- first (the user's on_abort). A peek can see the close
+                -- before nginx reads it (a worker held back between its
+                -- poll and its timers), and a wait ended here could let
+                -- the request answer and end before that read.
+                if ev.gone_seen then
+                    self.live[ev] = nil
+                    self.waiting = self.waiting - 1
+                    ev.cancelled = true
+                    ev.sema:post(1)
+                else
+                    ev.gone_seen = true
+                end
             end
         end
     end
