@@ -284,8 +284,11 @@ local function one_point(srv, admin, root, workers, count, cohort)
         r.rss3 = rss_mb(pids)
     end)
     r.errlog = n:error_log()
-    local logf = io.open(("/tmp/ngx_hot.%d.%d.%s.log"):format(workers, count, cohort and "cohort" or "plain"), "w")
-    if logf then logf:write(r.errlog) logf:close() end
+    for line in r.errlog:gmatch("[^\n]+") do     -- what went wrong shows with the row
+        if line:find("%[error%]") or line:find("%[warn%]") then
+            io.stderr:write("  ", line:sub(1, 300), "\n")
+        end
+    end
     local missing_logged = 0
     for _ in r.errlog:gmatch("missing from the line") do missing_logged = missing_logged + 1 end
     r.missing_logged = missing_logged

@@ -34,7 +34,11 @@ local FOREVER = 365 * 24 * 3600
 local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
                                -- in practice; timers and exits kick it
 local now = require("zkcoord.core").now
-local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
+-- ngx.log at its level, looked up when called: this module loads outside
+-- nginx too (specs read BATCH).
+local function log(level, ...)
+    ngx.log(ngx[level], ...)
+end
 local arm = ticker.arm
 local counter = 0
 
@@ -45,7 +49,7 @@ local counter = 0
 function _M.step(self)
     local ok, more = pcall(self.pump.step, self.pump, _M.BATCH)
     if not ok then
-        log(ERR, "zkcoord: pump: ", more)
+        log("ERR", "zkcoord: pump: ", more)
         return false
     end
     return more
@@ -171,7 +175,7 @@ function pump_loop(self)
     local client = self.client
     local sock, err = connect_doorbell(self)
     if not sock then
-        log(WARN, "zkcoord: no doorbell socket (", err, "); falling back to polling")
+        log("WARN", "zkcoord: no doorbell socket (", err, "); falling back to polling")
         return poll_loop(self)
     end
     self.pumping = true
@@ -213,7 +217,7 @@ function _M.restart(self)
     end
     local ok, err = start_loop(self, poll_loop)
     if not ok then
-        log(ERR, "zkcoord: cannot restart the poll loop: ", err)
+        log("ERR", "zkcoord: cannot restart the poll loop: ", err)
     end
 end
 
