@@ -88,10 +88,16 @@ function _M.xlock()
     ngx.say("ok")
 end
 
--- Two full collections: what the heap gives back when asked.
+-- Two full collections: what the heap gives back when asked; ?trim=1:
+-- then malloc_trim(0), what glibc's heap (nginx's request pools) gives back.
 function _M.gc()
     collectgarbage()
     collectgarbage()
+    if ngx.var.arg_trim then
+        local ffi = require "ffi"
+        pcall(ffi.cdef, "int malloc_trim(size_t);")
+        ffi.C.malloc_trim(0)
+    end
     ngx.say(("%.1f"):format(collectgarbage("count")))
 end
 
@@ -280,8 +286,13 @@ local function one_point(srv, admin, root, workers, count, cohort)
         r.grants, r.order, r.served = grants, late, last - t_rel
         proc.sleep(SETTLE)
         r.rss2 = rss_mb(pids)
-        for _ = 1, 4 * workers do n:get("/gc", 30) end
+        for _ = 1, 4 * workers do
+            local _, kb = n:get("/gc", 30)
+            r.heap = tonumber(kb)
+        end
         r.rss3 = rss_mb(pids)
+        for _ = 1, 4 * workers do n:get("/gc?trim=1", 30) end
+        r.rss4 = rss_mb(pids)
     end)
     r.errlog = n:error_log()
     for line in r.errlog:gmatch("[^\n]+") do     -- what went wrong shows with the row
@@ -317,7 +328,7 @@ local function table_of(results)
             .. "| `/ping` p50 / p99 / max (n) while joining | CPU while joining "
             .. "| all served after the release (per waiter) | out of arrival order "
             .. "| `/ping` p50 / p99 / max (n) while served | CPU while served "
-            .. "| RSS before → waiting → 3 s after → after a full GC |",
+            .. "| RSS before → waiting → 3 s after → after a full GC → after malloc_trim |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     }
     for _, r in ipairs(results) do
@@ -335,8 +346,8 @@ local function table_of(results)
             cells[#cells + 1] = tostring(r.order)
             cells[#cells + 1] = pings_cell(r.serve_pings)
             cells[#cells + 1] = ("%.2f s/s"):format(r.serve_cpu)
-            cells[#cells + 1] = ("%.0f → %.0f → %.0f → %.0f MB"):format(r.rss0, r.rss1, r.rss2,
-                                                                      r.rss3)
+            cells[#cells + 1] = ("%.0f → %.0f → %.0f → %.0f → %.0f MB"):format(r.rss0, r.rss1,
+                r.rss2, r.rss3, r.rss4)
         end
         out[#out + 1] = "| " .. table.concat(cells, " | ") .. " |"
     end
@@ -365,6 +376,8 @@ local ok, err = pcall(function()
                         cohort and "cohort" or "plain"))
                     results[#results + 1] = one_point(srv, admin, root, workers, count, cohort)
                     io.stderr:write(table_of({ results[#results] }):match("[^\n]*$"), "\n")
+                    io.stderr:write(("  Lua heap after a full GC: %.1f MB\n"):format(
+                        (results[#results].heap or 0) / 1024))
                 end
             end
         end
@@ -396,7 +409,8 @@ if opts.doc then
         "are in the line. Served: release to the last grant. Out of arrival order: grants whose",
         "acquire call came before one granted earlier in the same worker. CPU: the workers'",
         "utime + stime per second of the phase. RSS: the workers' VmRSS summed; the full GC:",
-        "two `collectgarbage()` in a request, 4 requests per worker (spread by the kernel).",
+        "two `collectgarbage()` in a request, 4 requests per worker (spread by the kernel);",
+        "malloc_trim: then glibc's `malloc_trim(0)` the same way (nginx's own request pools).",
         "<!-- ngx-hot:end -->",
     }, "\n"))
 end
