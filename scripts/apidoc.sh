@@ -60,7 +60,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # "script" kind, named Internals in config.ld (a new_type would be listed
 # first).
 internal_modules="util client/checks client/options client/acl client/pump line/node
-  counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop cli cli/sys compat
+  counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
+  wait/ngx/turn cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"
 for f in $internal_modules; do

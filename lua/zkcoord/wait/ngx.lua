@@ -29,6 +29,7 @@
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
 local loop = require "zkcoord.wait.ngx.loop"
+local turn = require "zkcoord.wait.ngx.turn"
 local check_wait = require("zkcoord.util").check_wait
 
 local ngx = ngx
@@ -166,8 +167,8 @@ function Event:wait(timeout)
         w.live[self] = nil
         w.waiting = w.waiting - 1
     end
-    if ok and loop.overdue() then
-        ngx.sleep(loop.YIELD)   -- let nginx poll before this request goes on
+    if ok and turn.overdue() then
+        turn.pause()            -- let nginx poll before this request goes on
     end
     if self.cancelled then
         return self.is_set

@@ -7,13 +7,13 @@
 -- wake a request, and the requests it wakes run right after the pump
 -- yields, before nginx looks at its sockets again; 10,000 create replies
 -- drained at once kept the worker from every other request for seconds.
--- Between batches it sleeps YIELD seconds: on a stock nginx ngx.sleep(0)
--- only lets posted events run (the requests just woken, then the pump
--- again), not new connections or reads; a timer lets the event loop poll.
+-- Between batches it pauses (zkcoord.wait.ngx.turn: a 1 ms sleep, so that
+-- nginx polls).
 -- Functions take the waiter as `self` (zkcoord.wait.ngx's `new` lists its
 -- fields), as the ticker's do. It touches ngx only when called.
 local ngx = ngx
 local ticker = require "zkcoord.wait.ngx.ticker"
+local pause = require("zkcoord.wait.ngx.turn").pause
 
 local setmetatable, tostring, pcall, pairs, next = setmetatable, tostring, pcall, pairs, next
 
@@ -24,16 +24,10 @@ local _M = { _VERSION = require("zkcoord.version") }
 --- (a lock's decision and its next request: about 50-100 µs in a loaded
 --- worker), so a batch keeps the worker from others for a few ms.
 _M.BATCH = 64
---- Seconds the pump sleeps between batches (one event-loop turn).
-_M.YIELD = 0.001
---- Seconds of work after which a woken request yields before it goes on
---- (overdue).
-_M.BUDGET = 0.002
 
 local FOREVER = 365 * 24 * 3600
 local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
                                -- in practice; timers and exits kick it
-local now = require("zkcoord.core").now
 -- ngx.log at its level, looked up when called: this module loads outside
 -- nginx too (specs read BATCH).
 local function log(level, ...)
@@ -57,31 +51,12 @@ end
 local step = _M.step
 
 
-local turn_clock, turn_began = -1, 0
-
---- Has the worker run more than BUDGET seconds since its event loop last
---- turned? Requests woken one after the other (a semaphore posted in a
---- posted event is run in the same pass: a cohort's 10,000 local handoffs,
---- a batch of grants) never let nginx poll; a woken request that finds
---- this true sleeps YIELD first. nginx's cached clock (ngx.now(), in ms)
---- moves only when the loop turns, so while it has not moved the worker
---- has worked since we first saw that value.
-function _M.overdue()
-    local cached, t = ngx.now(), now()
-    if cached ~= turn_clock then
-        turn_clock, turn_began = cached, t
-        return false
-    end
-    return t - turn_began > _M.BUDGET
-end
-
-
 --- Runs the queued callbacks, BATCH at a time with a yield between, until
 --- none is left (those deferred meanwhile included).
 function _M.run_callbacks(self)
     local pump = self.pump
     while pump:run_callbacks(_M.BATCH) do
-        ngx.sleep(_M.YIELD)
+        pause()
     end
 end
 
@@ -193,7 +168,7 @@ function pump_loop(self)
             break                          -- closed: the client was closed
         end
         while step(self) and not client:is_closed() do
-            ngx.sleep(_M.YIELD)
+            pause()
         end
         if client:state() == "suspended" then
             arm(self)                      -- the session timer runs in the ticker
@@ -238,7 +213,7 @@ function poll_loop(self)
             wait = 0.001
         end
         if more then
-            ngx.sleep(_M.YIELD)
+            pause()
         elseif self.waiting > 0 then
             ngx.sleep(wait)
             wait = wait < 0.05 and wait * 2 or 0.05
