@@ -376,8 +376,9 @@ local ok, err = pcall(function()
                         cohort and "cohort" or "plain"))
                     results[#results + 1] = one_point(srv, admin, root, workers, count, cohort)
                     io.stderr:write(table_of({ results[#results] }):match("[^\n]*$"), "\n")
-                    io.stderr:write(("  Lua heap after a full GC: %.1f MB\n"):format(
-                        (results[#results].heap or 0) / 1024))
+                    io.stderr:write(("  Lua heap after a full GC: %.1f MB; waiters that logged "
+                        .. "they were missing from the line: %d\n"):format(
+                        (results[#results].heap or 0) / 1024, results[#results].missing_logged))
                 end
             end
         end
