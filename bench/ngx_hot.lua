@@ -64,8 +64,41 @@ local SETTLE = 3         -- s after the last grant before "RSS after"
 local APP = [==[
 local zn = require "zkcoord.ngx"
 local now = require("zkcoord").now
+local ffi = require "ffi"
 local _M = {}
 local arrived = 0
+local monitoring, max_turn = false, 0
+
+pcall(ffi.cdef, [[
+    struct ngx_hot_ts { long sec, nsec; };
+    int clock_gettime(int, struct ngx_hot_ts *);
+]])
+local ts = ffi.new("struct ngx_hot_ts")
+local function cpu_now()      -- this thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
+    ffi.C.clock_gettime(3, ts)
+    return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
+end
+
+-- The most CPU the worker's thread spent during one 1 ms sleep of a timer:
+-- the longest it worked without its event loop turning (wall-clock /ping
+-- times also hold the time the worker waited for a core).
+local function monitor()
+    while monitoring do
+        local t = cpu_now()
+        ngx.sleep(0.001)
+        local used = cpu_now() - t
+        if used > max_turn then max_turn = used end
+    end
+end
+
+function _M.turn()
+    if not monitoring then
+        monitoring = true
+        assert(ngx.timer.at(0, monitor))
+    end
+    ngx.say(("%.6f"):format(max_turn))
+    max_turn = 0
+end
 
 function _M.init_worker()
     zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 }
@@ -130,6 +163,7 @@ local HTTP = [[
     server {
         listen 127.0.0.1:@PORT@ backlog=4096;
         location = /xlock { content_by_lua_block { require("app").xlock() } }
+        location = /turn { content_by_lua_block { require("app").turn() } }
         location = /gc { content_by_lua_block { require("app").gc() } }
         location = /joined { content_by_lua_block { require("app").joined() } }
         location = /grants { content_by_lua_block { require("app").grants() } }
@@ -223,6 +257,7 @@ local function one_point(srv, admin, root, workers, count, cohort)
         local holder = admin:lock(node)
         assert(holder:acquire(10))
         local ping = pinger(ping_port)
+        number_of(n, "/turn")
         local batches = {}
         local t0, c0 = proc.now(), cpu_ticks(pids)
         for first = 1, count, CHUNK do
@@ -247,6 +282,7 @@ local function one_point(srv, admin, root, workers, count, cohort)
             proc.sleep(0.005)
         end
         r.join = proc.now() - t0
+        r.join_turn = number_of(n, "/turn")
         r.join_cpu = (cpu_ticks(pids) - c0) / CLK_TCK / r.join
         if not cohort then
             local st = admin:exists(node)
@@ -262,6 +298,7 @@ local function one_point(srv, admin, root, workers, count, cohort)
             proc.sleep(0.001)
         end
         local t_end = zkcoord.now()
+        r.serve_turn = number_of(n, "/turn")
         r.serve_cpu = (cpu_ticks(pids) - c1) / CLK_TCK / (t_end - t_rel)
         local failed = 0
         for _, b in ipairs(batches) do
@@ -376,9 +413,11 @@ local ok, err = pcall(function()
                         cohort and "cohort" or "plain"))
                     results[#results + 1] = one_point(srv, admin, root, workers, count, cohort)
                     io.stderr:write(table_of({ results[#results] }):match("[^\n]*$"), "\n")
+                    local r = results[#results]
                     io.stderr:write(("  Lua heap after a full GC: %.1f MB; waiters that logged "
-                        .. "they were missing from the line: %d\n"):format(
-                        (results[#results].heap or 0) / 1024, results[#results].missing_logged))
+                        .. "they were missing from the line: %d; most CPU in one turn of a "
+                        .. "worker: %s joining, %s served\n"):format((r.heap or 0) / 1024,
+                        r.missing_logged, fmt_ms(r.join_turn), fmt_ms(r.serve_turn)))
                 end
             end
         end
