@@ -69,13 +69,15 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         partitioner = function(r) return r.figures.partitioner.claims >= 3
             and r.figures.partitioner.judged >= 1 end,
         persistent_node = function(r) return r.figures.persistent_node.checked >= 3 end,
+        service_discovery = function(r) return r.figures.service_discovery.compared >= 3 end,
     }
 
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
     local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" }, { "barrier" },
                    { "double_barrier" },
-                   { "work_queue", "group", "partitioner", "persistent_node" } }
+                   { "work_queue", "group", "partitioner", "persistent_node",
+                     "service_discovery" } }
 
     for _, run in ipairs(RUNS) do
         local list = table.concat(run, ",")
@@ -511,5 +513,50 @@ describe("chaos checkers on made-up logs", function()
         assert.equal(1, v["persistent_node: missing"], d)
         assert.is_true(verdict("persistent_node", procs,
                                { { 20, "probe_pn", { nodes = "_c_ab12-c1-0000000001=1:1" } } }).ok)
+    end)
+
+    it("service_discovery: a dead instance, a view not the server's, JSON Curator cannot read",
+       function()
+        local curator = require "zkcoord.discovery.curator"
+        local function node(id, inc, v, payload_class)
+            local text = curator.encode({ name = "svc", id = id, address = "127.0.0.1",
+                                          port = 10011, payload = { inc = inc, v = v },
+                                          registrationTimeUTC = 1, serviceType = "DYNAMIC" },
+                                        "java.util.LinkedHashMap")
+            if payload_class == false then text = text:gsub('"@class":"[^"]*",', "") end
+            return id .. "=" .. util.hex(text)
+        end
+        -- c2.1 is SIGKILLed at 3: gone by 3 + 2 + 1 (session timeout 2 s, half of it to see it)
+        local kill = { 3, "fault", { kind = "kill_contender", target = 2, inc = 1, from = 3, to = 3 } }
+        local procs = {
+            ["1.1"] = { { 1, "sd_reg", { id = "c1-1", v = 1 } },
+                        { 1.2, "sd_view", { insts = "c1-1@1:1,c2-1@1:1", sid = "s1" } },
+                        { 7, "sd_view", { insts = "c1-1@1:1", sid = "s1" } },
+                        { 8, "sd_get", { id = "c1-1" } } },
+            ["2.1"] = { { 1, "sd_reg", { id = "c2-1", v = 1 } } },
+        }
+        local probe = { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1) } } }
+        local v, d = kinds(verdict("service_discovery", procs, probe))
+        assert.equal(1, v["service_discovery: dead instance in a view"], d)
+        procs["1.1"][3][1] = 5.9
+        local r = verdict("service_discovery", procs, probe)
+        assert.is_true(r.ok, table.concat(r.details, "\n"))
+        assert.equal(1, r.figures.service_discovery.judged)
+        -- the server still lists the dead one; the view lacks what the server has
+        v, d = kinds(verdict("service_discovery", procs,
+                             { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1) .. ","
+                                                                 .. node("c2-1", 1, 1) } } }))
+        assert.equal(1, v["service_discovery: dead instance on the server"], d)
+        assert.equal(1, v["service_discovery: view differs from the server's"], d)
+        -- a registration of a live process missing, an older version, a payload without @class
+        v, d = kinds(verdict("service_discovery", procs, { kill, { 20, "probe_sd", { nodes = "" } } }))
+        assert.equal(1, v["service_discovery: registered instance missing"], d)
+        v, d = kinds(verdict("service_discovery", procs,
+                             { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1, false) } } }))
+        assert.equal(1, v["service_discovery: JSON not Curator's"], d)
+        -- a provider's pick its view does not list
+        procs["1.1"][4] = { 8, "sd_get", { id = "c2-1" } }
+        v, d = kinds(verdict("service_discovery", procs, probe))
+        assert.equal(1, v["service_discovery: provider picked outside its view"], d)
     end)
 end)
