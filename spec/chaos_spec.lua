@@ -70,11 +70,14 @@ describe("chaos over the rest of the catalog #zk #slow", function()
             and r.figures.partitioner.judged >= 1 end,
         persistent_node = function(r) return r.figures.persistent_node.checked >= 3 end,
         service_discovery = function(r) return r.figures.service_discovery.compared >= 3 end,
+        lease = function(r) return r.figures.lease.granted >= 3 end,
+        multi_lease = function(r) return r.figures.multi_lease.granted >= 3 end,
     }
 
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
-    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" }, { "barrier" },
+    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" },
+                   { "barrier", "lease", "multi_lease" },
                    { "double_barrier" },
                    { "work_queue", "group", "partitioner", "persistent_node",
                      "service_discovery" } }
@@ -513,6 +516,29 @@ describe("chaos checkers on made-up logs", function()
         assert.equal(1, v["persistent_node: missing"], d)
         assert.is_true(verdict("persistent_node", procs,
                                { { 20, "probe_pn", { nodes = "_c_ab12-c1-0000000001=1:1" } } }).ok)
+    end)
+
+    it("lease and multi_lease: two holders believe they hold at the same second", function()
+        local function obtain(op, n, w1, ends, slot)
+            return { { w1 - 0.5, "try", { op = op, n = n, timeout = 2 } },
+                     { w1, "ack", { op = op, n = n, w1 = w1, ends = ends, slot = slot } } }
+        end
+        -- c1 holds [100, 102); c2 obtains at 101: both hold at 101
+        local procs = { ["1.1"] = obtain("lease", 1, 100, 102), ["2.1"] = obtain("lease", 1, 101, 103) }
+        local v, d = kinds(verdict("lease", procs))
+        assert.equal(1, v["lease: two holders at once"], d)
+        procs["2.1"] = obtain("lease", 1, 102, 104)
+        assert.is_true(verdict("lease", procs).ok)
+        -- a restarted c1 (incarnation 2) renews: one holder
+        procs["1.2"] = obtain("lease", 1, 101, 103)
+        procs["2.1"] = obtain("lease", 1, 103, 105)
+        assert.is_true(verdict("lease", procs).ok)
+        -- multi_lease: one slot each is fine, two on one slot are not
+        procs = { ["1.1"] = obtain("mlease", 1, 100, 102, 0), ["2.1"] = obtain("mlease", 1, 101, 103, 1) }
+        assert.is_true(verdict("multi_lease", procs).ok)
+        procs["2.1"] = obtain("mlease", 1, 101, 103, 0)
+        v, d = kinds(verdict("multi_lease", procs))
+        assert.equal(1, v["multi_lease: two holders of one slot at once"], d)
     end)
 
     it("service_discovery: a dead instance, a view not the server's, JSON Curator cannot read",

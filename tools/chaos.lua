@@ -1,7 +1,7 @@
 -- tools/chaos.lua: the chaos run. Contenders use the recipes of the catalog
 -- (lock, rwlock, counter, cohort lock and rwlock, multi-lock, semaphore,
 -- barrier, double barrier, work queue, group, partitioner, persistent node,
--- service discovery)
+-- service discovery, lease, multi-lease)
 -- while faults are injected; the checker (tools/chaos/check.lua) then proves
 -- from the logs that each kept its promises.
 --
@@ -12,7 +12,7 @@
 -- --recipes: a comma-separated part of the catalog (tools/chaos/recipes.lua:
 -- lock, rwlock, counter, cohort_lock, cohort_rwlock, multi_lock, semaphore,
 -- barrier, double_barrier, work_queue, group, partitioner, persistent_node,
--- service_discovery),
+-- service_discovery, lease, multi_lease),
 -- default all of it. Each recipe beyond the lock family has its part of the
 -- run in tools/chaos/recipe/<name>.lua and its checker in
 -- tools/chaos/check/<name>.lua; group, partitioner, persistent node and

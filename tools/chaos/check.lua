@@ -48,7 +48,7 @@
 --              chaos/check/<name>.lua each states and checks its promises
 --              (cohort_lock, cohort_rwlock, multi_lock, semaphore, barrier,
 --              double_barrier, work_queue, group, partitioner, persistent_node,
---              service_discovery;
+--              service_discovery, lease, multi_lease;
 --              chaos/check/stable.lua: when a state must have settled).
 --
 -- The parts: chaos/check/logs.lua reads the logs, chaos/check/rules.lua
