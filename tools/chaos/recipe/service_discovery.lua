@@ -65,11 +65,11 @@ function _M.start(ctx)
 end
 
 function _M.op(ctx, st)
+    if not st.p then
+        return watch(ctx, st)        -- a view first, settling or not
+    end
     if proc.file_exists(ctx.dir .. "/quiet") then
         return
-    end
-    if not st.p then
-        return watch(ctx, st)
     end
     local k = ctx.rng:int(1, #st.regs)
     local r = ctx.rng:float()
