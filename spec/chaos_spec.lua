@@ -580,6 +580,13 @@ describe("chaos checkers on made-up logs", function()
         v, d = kinds(verdict("service_discovery", procs,
                              { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1, false) } } }))
         assert.equal(1, v["service_discovery: JSON not Curator's"], d)
+        -- an update that never reached the node (untouched for 2 session timeouts + 2 s)
+        local updated = { { 1, "sd_reg", { id = "c1-1", v = 1 } },
+                          { 2, "sd_update", { id = "c1-1", v = 2 } },
+                          { 2.2, "sd_view", { insts = "c1-1@1:1", sid = "s1" } } }
+        v, d = kinds(verdict("service_discovery", { ["1.1"] = updated },
+                             { { 12, "probe_sd", { nodes = node("c1-1", 1, 1) } } }))
+        assert.equal(1, v["service_discovery: registration stale"], d)
         -- a provider's pick its view does not list
         procs["1.1"][4] = { 8, "sd_get", { id = "c2-1" } }
         v, d = kinds(verdict("service_discovery", procs, probe))

@@ -15,6 +15,13 @@
 --               unregister) is not on the server with its incarnation and
 --               its latest payload: a registration is a persistent node,
 --               made again after a session loss.
+--   stale       at any probe, an instance of a process that had no fault,
+--               nor a server, for 2 session timeouts + 2 s (time to connect
+--               again or expire, and for a killed predecessor's node to go)
+--               is not on the server, or has a payload older than the last
+--               one it set before that window (an update that failed on the
+--               connection is written again once connected) or newer than
+--               any it set.
 --   not Curator's  an instance's JSON (every probe) that Curator's
 --               JsonInstanceSerializer could not read into a ServiceInstance:
 --               the fields it requires, with their types.
@@ -210,6 +217,37 @@ local function registered(P, t)
     return regs
 end
 
+-- The ids P unregistered or registered during [a, b].
+local function churned(P, a, b)
+    local out = {}
+    for _, e in ipairs(P.events) do
+        if e.t > b then break end
+        if e.t >= a and (e.ev == "sd_reg" or e.ev == "sd_unreg") then out[e.kv.id] = true end
+    end
+    return out
+end
+
+-- (stale) every probe: the instances of processes untouched for D seconds.
+local function fresh(R, P, pr, by, D)
+    local lo, hi, skip = registered(P, pr.t - D), registered(P, pr.t), churned(P, pr.t - D, pr.t)
+    local n = 0
+    for id, v_lo in pairs(lo) do
+        local v_hi = hi[id]
+        if v_hi and not skip[id] then
+            n = n + 1
+            local x = by[id]
+            if not x or x.inc ~= P.inc or x.v < v_lo or x.v > v_hi then
+                R:violation("service_discovery: registration stale",
+                            format("%s's %s at %.3f: the server has %s; it set version %d before "
+                                   .. "%.3f, %d by then (no fault on it or a server for %g s)",
+                                   P.key, id, pr.t, x and x.sum or "nothing", v_lo, pr.t - D,
+                                   v_hi, D))
+            end
+        end
+    end
+    return n
+end
+
 local function changed_within(R, a, b)
     for _, P in pairs(R.procs) do
         for _, e in ipairs(P.events) do
@@ -229,7 +267,8 @@ function _M.run(R)
     local stale, samples = dead_instances(R, V, margin)
 
     -- (b) convergence once stable, (c) Curator's JSON at every probe
-    local judged, compared, checked, bad_json, probes = 0, 0, 0, 0, 0
+    local judged, compared, checked, bad_json, probes, fresh_checked = 0, 0, 0, 0, 0, 0
+    local D = 2 * R.st + 2
     local json_seen = {}
     for _, pr in ipairs(stable.probes(R, "probe_sd")) do
         if pr.kv.nodes then
@@ -244,6 +283,11 @@ function _M.run(R)
                         R:violation("service_discovery: JSON not Curator's",
                                     format("%s at %.3f: %s: %s", id, pr.t, why, x.text:sub(1, 300)))
                     end
+                end
+            end
+            for _, P in ipairs(stable.alive(R, pr.t, D + R.st)) do
+                if stable.untouched(R, P, pr.t - D, pr.t) then
+                    fresh_checked = fresh_checked + fresh(R, P, pr, by, D)
                 end
             end
             if stable.settled(R, pr.t, N) and not changed_within(R, pr.t - N, pr.t) then
@@ -293,14 +337,17 @@ function _M.run(R)
     end
     R.recipe_rows[#R.recipe_rows + 1] = {
         label = "service discovery: a dead instance listed, a view not the server's once stable, "
-            .. "a registration missing, JSON Curator cannot read",
+            .. "a registration missing or stale, JSON Curator cannot read",
         prefix = "service_discovery: ", name = "service_discovery",
         figures = { judged = judged, compared = compared, checked = checked, samples = samples,
+                    fresh = fresh_checked,
                     stale = stale, picks = picks, probes = probes, bad_json = bad_json },
         details = format("dead-instance samples %d (views %g s after a killed session's end); "
                          .. "probes judged %d (quiet %g s), views compared %d, registrations "
-                         .. "checked %d; JSON read from %d probes; provider picks %d",
-                         samples, R.st + margin, judged, N, compared, checked, probes, picks) }
+                         .. "checked %d; registrations checked fresh %d times (%g s without a fault); "
+                         .. "JSON read from %d probes; provider picks %d",
+                         samples, R.st + margin, judged, N, compared, checked, fresh_checked, D,
+                         probes, picks) }
 end
 
 return _M

@@ -1,10 +1,12 @@
 -- chaos.recipe.service_discovery: every contender registers instances of
 -- the service "svc" under /chaos/sd (Curator's layout): contender <ID> has
 -- 1 + <ID> % 2 of them, ids "c<ID>-<K>", payload { inc = INC, v = version }
--- (sd_reg, logged before the register). Its operation updates one's payload
--- (sd_update), unregisters one and registers it again (sd_unreg, sd_reg),
--- or picks one with its provider (sd_get). Each keeps a view of the service
--- by on_change (sd_view: "id@inc:v" per instance, with its session). Once
+-- (sd_reg, logged before the register). Each instance changes in bursts
+-- (0.05-0.5 s apart) and quiet spells (2-20 s: a change that did not reach
+-- the node shows then): its payload updated (sd_update), or unregistered
+-- and registered again (sd_unreg, sd_reg); in between, every 0.1-0.3 s, the
+-- provider picks one (sd_get). Each keeps a view of the service by on_change
+-- (sd_view: "id@inc:v" per instance, with its session). Once
 -- the driver settles the run (DIR/quiet), it changes nothing more: the
 -- membership is stable. The driver probes the instances with their JSON
 -- (probe_sd); the service's node is listed at the end until empty (every
@@ -55,38 +57,55 @@ local function watch(ctx, st)
     end
 end
 
+-- When instance k changes next.
+local function next_change(ctx, st, k)
+    local gap = ctx.rng:float() < 0.5 and ctx.rng:range(0.05, 0.5) or ctx.rng:range(2, 20)
+    st.next_change[k] = ctx.now() + gap
+end
+
 function _M.start(ctx)
-    local st = { sd = ctx.c:service_discovery(BASE), regs = {}, v = {} }
+    local st = { sd = ctx.c:service_discovery(BASE), regs = {}, v = {}, next_change = {},
+                 next_op = 0 }
     for k = 1, 1 + ctx.id % 2 do
         register(ctx, st, k)
+        next_change(ctx, st, k)
     end
     watch(ctx, st)
     return st
+end
+
+local function change(ctx, st, k)
+    local id = "c" .. ctx.id .. "-" .. k
+    if ctx.rng:float() < 0.7 then
+        st.v[k] = st.v[k] + 1
+        ctx.log("sd_update", { id = id, v = st.v[k] })
+        local ok, err = st.regs[k]:update { payload = payload(ctx, st.v[k]) }
+        ctx.log("sd_updated", { id = id, ok = ok and 1 or 0, err = err })
+    else
+        ctx.log("sd_unreg", { id = id })
+        local ok, err = st.regs[k]:unregister()
+        ctx.log("sd_unregistered", { id = id, ok = ok and 1 or 0, err = err })
+        register(ctx, st, k)
+    end
 end
 
 function _M.op(ctx, st)
     if not st.p then
         return watch(ctx, st)        -- a view first, settling or not
     end
-    if proc.file_exists(ctx.dir .. "/quiet") then
+    local t = ctx.now()
+    if t < st.next_op or proc.file_exists(ctx.dir .. "/quiet") then
         return
     end
-    local k = ctx.rng:int(1, #st.regs)
-    local r = ctx.rng:float()
-    if r < 0.5 then
-        st.v[k] = st.v[k] + 1
-        ctx.log("sd_update", { id = "c" .. ctx.id .. "-" .. k, v = st.v[k] })
-        local ok, err = st.regs[k]:update { payload = payload(ctx, st.v[k]) }
-        ctx.log("sd_updated", { id = "c" .. ctx.id .. "-" .. k, ok = ok and 1 or 0, err = err })
-    elseif r < 0.75 then
-        ctx.log("sd_unreg", { id = "c" .. ctx.id .. "-" .. k })
-        local ok, err = st.regs[k]:unregister()
-        ctx.log("sd_unregistered", { id = "c" .. ctx.id .. "-" .. k, ok = ok and 1 or 0, err = err })
-        register(ctx, st, k)
-    else
-        local inst, err = st.p:get()
-        ctx.log("sd_get", { id = inst and inst.id, err = err })
+    for k in ipairs(st.regs) do
+        if t >= st.next_change[k] then
+            next_change(ctx, st, k)
+            return change(ctx, st, k)
+        end
     end
+    st.next_op = t + ctx.rng:range(0.1, 0.3)
+    local inst, err = st.p:get()
+    ctx.log("sd_get", { id = inst and inst.id, err = err })
 end
 
 function _M.stop(ctx, st)
