@@ -365,10 +365,11 @@ local function owed_reply(self, data)
             if self.data == data then
                 self._data_owed = false
             end
+            return self:_write_owed()     -- newer data owed meanwhile
         elseif not (transient[err] or unknown_outcome[err]) then
-            self._data_owed = false   -- the node went: its re-creation has our data
+            self._data_owed = false       -- the node went: its re-creation has our data
         end
-        self:_write_owed()            -- newer data, or connected again already
+        -- failed on the connection again: the next "connected" tries (no loop)
     end
 end
 
