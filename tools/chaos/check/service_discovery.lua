@@ -169,17 +169,15 @@ local function dead_instances(R, V, margin)
                     while list[i + 1] and list[i + 1].t <= t do i = i + 1 end
                     if i > 0 and stable.untouched(R, Q, t - R.st - margin, t) then
                         local v = list[i]
-                        do
-                            samples = samples + 1
-                            for s in pairs(v.insts) do
-                                if s:match(mine) then
-                                    stale, reported = stale + 1, true
-                                    R:violation("service_discovery: dead instance in a view",
-                                                format("%s's view at %.3f (logged %.3f) lists %s of "
-                                                       .. "%s, SIGKILLed at %.3f (gone by %.3f)",
-                                                       Q.key, t, v.t, s, key, t_kill, d))
-                                    break
-                                end
+                        samples = samples + 1
+                        for s in pairs(v.insts) do
+                            if s:match(mine) then
+                                stale, reported = stale + 1, true
+                                R:violation("service_discovery: dead instance in a view",
+                                            format("%s's view at %.3f (logged %.3f) lists %s of "
+                                                   .. "%s, SIGKILLed at %.3f (gone by %.3f)",
+                                                   Q.key, t, v.t, s, key, t_kill, d))
+                                break
                             end
                         end
                     end
