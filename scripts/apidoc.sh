@@ -42,6 +42,9 @@ internal="acl checks options pump"
   for f in *.lua; do
     case " $internal " in *" ${f%.lua} "*) ;; *) rm "$f" ;; esac
   done )
+# A taken work-queue item (work_queue/item.lua) is what a user holds: its
+# methods are on the work queue's page, as they were before the split.
+( cd "$work/src/zkcoord" && cat work_queue/item.lua >>work_queue.lua && rm work_queue/item.lua )
 # Reference for what the sources generate (the client's operations).
 cp docs/apidoc/*.luadoc "$work/src/zkcoord/"
 # ---@tag opening a comment  ->  --- @tag, a doc comment of its own
@@ -62,7 +65,9 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 internal_modules="util client/checks client/options client/acl client/pump line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
-  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease"
+  work_queue/names work_queue/put work_queue/claim
+  testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease
+  election/state election/rejoin election/run"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

@@ -3,14 +3,16 @@
 #   --sanitize   an ASan+UBSan build into build-asan/lib/zkcoord/core.so
 #   --lua 5.4    a build against Lua 5.4's headers into
 #                build-lua5.4/lib/zkcoord/core.so (5.1, 5.2, 5.3, 5.4)
-#   --tls        a core with TLS (connect's `tls` option) into
-#                build-tls/lib/zkcoord/core.so, linked with the libzookeeper
-#                scripts/build-zkclient-tls.sh builds (once) with OpenSSL;
-#                use it with ZKCOORD_CPATH="build-tls/lib/?.so" (checkout) or
-#                install it in place of the rock's core
-#   --tls --sanitize  the same with ASan+UBSan, into build-tls-asan/lib/zkcoord/core.so
+#   --secure     a core with TLS and SASL (connect's `tls` and `sasl` options)
+#                into build-tls/lib/zkcoord/core.so, linked with the
+#                libzookeeper scripts/build-zkclient-tls.sh builds (once per
+#                machine) with OpenSSL and Cyrus SASL; use it with
+#                ZKCOORD_CPATH="build-tls/lib/?.so" (checkout) or install it
+#                in place of the rock's core. --tls: the same (its old name)
+#   --secure --sanitize  the same with ASan+UBSan, into build-tls-asan/lib/zkcoord/core.so
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--secure" ]; then set -- --tls "${@:2}"; fi
 if [ "${1:-}" = "--sanitize" ]; then
   cmake -S . -B build-asan -DZKCOORD_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
         -DZKCOORD_OUTPUT_DIR="$PWD/build-asan/lib/zkcoord" >/dev/null

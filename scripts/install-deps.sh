@@ -13,6 +13,9 @@ pkgs=(
   nginx-light libnginx-mod-http-lua lua-resty-core
   valgrind
   libssl-dev   # scripts/build-zkclient-tls.sh: libzookeeper with OpenSSL (the TLS core)
+  libsasl2-dev   # the same with Cyrus SASL (connect's sasl option)
+  libsasl2-modules   # Cyrus SASL's DIGEST-MD5 client plugin, at run time (spec/sasl_spec.lua)
+  libsasl2-modules-gssapi-mit   # its GSSAPI plugin: spec/sasl_spec.lua's GSSAPI without Kerberos
   openssl      # spec/helpers/tlscerts.lua: the test certificates (keytool comes with the JDK)
   libcurator-recipes-java libcurator-framework-java   # spec/curator_spec.lua: Curator beside us
   libcurator-discovery-java   # spec/service_discovery_spec.lua: Curator's ServiceDiscovery

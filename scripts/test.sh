@@ -3,7 +3,7 @@
 # ASan+UBSan and the TLS cores (scripts/build.sh --tls, normal and
 # ASan+UBSan), runs luacheck, checks the API reference is current, runs
 # every busted spec against real ZooKeeper servers with each build
-# (spec/tls_spec.lua also with the TLS cores), and packs and installs the
+# (spec/tls_spec.lua and spec/sasl_spec.lua also with the TLS cores), and packs and installs the
 # rock as a non-root user and runs its smoke test on Lua 5.1, 5.2, 5.3, 5.4
 # and LuaJIT. Ends with "N passed, N failed".
 #
@@ -51,8 +51,9 @@ fi
 bash scripts/build.sh || exit 1
 if [ "$quick" = 0 ]; then
   bash scripts/build.sh --sanitize || exit 1
-  # the TLS core for spec/tls_spec.lua (its libzookeeper is built once per
-  # checkout, in build/zkclient-tls)
+  # the secure (TLS and SASL) core for spec/tls_spec.lua and
+  # spec/sasl_spec.lua (its libzookeeper is built once per machine, in
+  # ~/.cache/zkcoord, which build/zkclient-tls links to)
   bash scripts/build.sh --tls || exit 1
   bash scripts/build.sh --tls --sanitize || exit 1
 fi
@@ -88,8 +89,8 @@ run_sanitized() {
     busted -o utfTerminal --exclude-tags=slow,nosan "${bargs[@]}" "$1"
 }
 run_rock() { bash scripts/rock-smoke.sh; }
-# spec/tls_spec.lua with the TLS core (with the others it only checks that
-# connect's tls option raises)
+# spec/tls_spec.lua and spec/sasl_spec.lua with the secure core (with the
+# others they only check that connect's tls and sasl options raise)
 run_tls() { ZKCOORD_CPATH="build-tls/lib/?.so" busted -o utfTerminal "${bargs[@]}" "$1"; }
 run_tls_sanitized() {
   LD_PRELOAD="$asan $ubsan" \
@@ -106,7 +107,9 @@ for f in "${files[@]}"; do queue+=("normal $f"); done
 if [ "$quick" = 0 ]; then
   for f in "${files[@]}"; do queue+=("sanitized $f"); done
   for f in "${files[@]}"; do
-    if [ "$f" = spec/tls_spec.lua ]; then queue+=("tls $f" "tls_sanitized $f"); fi
+    case $f in
+      spec/tls_spec.lua|spec/sasl_spec.lua) queue+=("tls $f" "tls_sanitized $f") ;;
+    esac
   done
 fi
 

@@ -72,13 +72,14 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         service_discovery = function(r) return r.figures.service_discovery.compared >= 3 end,
         lease = function(r) return r.figures.lease.granted >= 3 end,
         multi_lease = function(r) return r.figures.multi_lease.granted >= 3 end,
+        election = function(r) return r.figures.election.granted >= 3 end,
     }
 
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
     local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" },
                    { "barrier", "lease", "multi_lease" },
-                   { "double_barrier" },
+                   { "double_barrier", "election" },
                    { "work_queue", "group", "partitioner", "persistent_node",
                      "service_discovery" } }
 
@@ -320,6 +321,15 @@ describe("chaos checkers on made-up logs", function()
     local function kinds(r)
         return r.violation_kinds, table.concat(r.details, "\n")
     end
+
+    it("election: two live leaders (two live holders)", function()
+        local procs = { ["1.1"] = hold("election", 1, 1, 5, { token = 4096 }),
+                        ["2.1"] = hold("election", 1, 2, 6, { token = 4097 }) }
+        local v, d = kinds(verdict("election", procs))
+        assert.equal(1, v["election: two live holders"], d)
+        procs["2.1"] = hold("election", 1, 5.5, 6, { token = 4097 })
+        assert.is_true(verdict("election", procs).ok)
+    end)
 
     it("semaphore: a third live holder of two leases", function()
         local procs = { ["1.1"] = hold("sem", 1, 1, 5), ["2.1"] = hold("sem", 1, 2, 6),

@@ -4,6 +4,7 @@
 -- successor is elected within about a session timeout).
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 local event_log = require "helpers.events"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
@@ -191,6 +192,33 @@ describe("election #zk", function()
         assert.equal(c:session_id(), assert(other:exists(a:node())).ephemeral_owner)
         assert.is_true(a:resign())          -- the loss was answered by leading again
         assert.same({}, (c:children("/e")))  -- c: ordered after resign's delete
+    end)
+
+    it("is_leader() holds while suspended, is false once the link was silent a session timeout, "
+       .. "and the rejoin leads again", function()
+        local ST = 4
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local lc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = ST }
+        local a = lc:election("/e", { id = "a" })
+        local lost = {}
+        a:on_lost(function(reason) lost[#lost + 1] = reason end)
+        assert.is_true(a:campaign(5))
+        local t0 = proc.now()
+        proxy:blackhole()
+        assert.truthy(zk.wait_until(function() return lc:state() ~= "connected" end, 2 * ST, lc))
+        -- no event can come now: the clock rule alone ends the leadership
+        assert.truthy(zk.wait_until(function() return not a:is_leader() end, 2 * ST, lc))
+        local took = proc.now() - t0
+        assert.is_true(took <= ST + 2, "leader for " .. took .. " s of silence")
+        assert.same({ "sessionexpired" }, lost)
+        assert.is_true(a:is_rejoining())
+        assert.is_nil(a:token())
+        proxy:pass()
+        assert.truthy(zk.wait_until(function() return a:is_leader() end, 3 * ST, lc))
+        assert.equal(lc:session_id(), assert(other:exists(a:node())).ephemeral_owner)
+        assert.same({ (a:node():match("[^/]+$")) }, (other:children("/e")))
+        assert.is_true(a:resign())
+        proxy:stop()
     end)
 
     it("a leader whose node someone deleted rejoins (Curator's LeaderLatch resets)", function()

@@ -7,8 +7,22 @@
 -- ShallowParty list each other's members.
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
+local tcpproxy = require "helpers.tcpproxy"
 
 local WAIT = 30    -- seconds: the peer's own bound (kazoo_lock.py's WAIT)
+
+-- Is `name` named as kazoo names its nodes of `node_name` ("__lock__",
+-- "__rlock__")? kazoo's Lock: prefix = uuid.uuid4().hex + _NODE_NAME (32
+-- lowercase hex digits), created sequential: 10 digits after it.
+local function kazoo_named(name, node_name)
+    local pattern = "^" .. ("[0-9a-f]"):rep(32) .. (node_name:gsub("%p", "%%%0"))
+                    .. ("%d"):rep(10) .. "$"
+    return name:match(pattern) ~= nil
+end
+
+local function base(path)
+    return path:match("[^/]+$")
+end
 
 describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
     local root, c
@@ -33,6 +47,19 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         local pid = assert(proc.spawn(argv, { stdout = log, stderr = log,
                                               env = { LD_PRELOAD = "" } }))
         return { pid = pid, log = log }
+    end
+
+    -- What kazoo's Lock(path).contenders() lists, one a line
+    -- (spec/peers/kazoo_lease.py's "contenders").
+    local function kazoo_contenders(path)
+        local log = ("%s/kazoo-layout-contenders-%d.log"):format(zk.tmpdir(), proc.getpid())
+        os.remove(log)
+        local argv = { "/usr/bin/python3", "spec/peers/kazoo_lease.py", zk.hosts() .. root, path,
+                       "contenders" }
+        local pid = assert(proc.spawn(argv, { stdout = log, stderr = log,
+                                              env = { LD_PRELOAD = "" } }))
+        assert.truthy(proc.wait_exit(pid, WAIT), "kazoo did not finish")
+        return proc.read_file(log) or ""
     end
 
     local function output(k)
@@ -89,6 +116,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         wait_for(k, "enter")
         local lock = c:lock("/lock", { layout = "kazoo", data = "lua" })
         assert.is_true(lock:acquire(WAIT))
+        local node = lock:node()
         -- the fencing token is our node's czxid, as on Curator's layout
         local token = lock:token()
         assert.equal(assert(c:exists(lock:node())).czxid, token)
@@ -101,9 +129,11 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         assert_turns(holds, ours)
         -- kazoo's contenders(): both identifiers, the holder first
         assert.equal('["kazoo", "lua"]', contenders)
-        -- ours: our node first, then kazoo's own name
-        assert.matches("^_c_[%x%-]+%-__lock__%d%d%d%d%d%d%d%d%d%d$", seen[1].name)
-        assert.matches("^%x+__lock__%d%d%d%d%d%d%d%d%d%d$", seen[2].name)
+        -- ours: our node first, then kazoo's; both named as kazoo names
+        -- its own (before: ours "_c_<uuid>-__lock__<seq>")
+        assert.is_true(kazoo_named(seen[1].name, "__lock__"), seen[1].name)
+        assert.equal(base(node), seen[1].name)
+        assert.is_true(kazoo_named(seen[2].name, "__lock__"), seen[2].name)
     end)
 
     it("rwlock: our read lock waits for a kazoo WriteLock, and holds it off", function()
@@ -111,7 +141,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         wait_for(k, "enter")
         local r = c:rwlock("/rw", { layout = "kazoo", data = "lua" }):read_lock()
         assert.is_true(r:acquire(WAIT))
-        assert.matches("%-__rlock__%d+$", r:node())
+        assert.is_true(kazoo_named(base(r:node()), "__rlock__"), r:node())
         local seen
         local ours = hold_until_contended(function()
             seen = r:contenders()
@@ -122,6 +152,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         assert.equal('["kazoo", "lua"]', contenders)
         assert.equal("__rlock__", seen[1].marker)
         assert.equal("__lock__", seen[2].marker)
+        assert.is_true(kazoo_named(seen[2].name, "__lock__"), seen[2].name)
     end)
 
     it("rwlock: our write lock waits for a kazoo ReadLock, and holds it off", function()
@@ -129,7 +160,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         wait_for(k, "enter")
         local w = c:rwlock("/rw", { layout = "kazoo", data = "lua" }):write_lock()
         assert.is_true(w:acquire(WAIT))
-        assert.matches("%-__lock__%d+$", w:node())
+        assert.is_true(kazoo_named(base(w:node()), "__lock__"), w:node())
         local seen
         local ours = hold_until_contended(function()
             seen = w:contenders()
@@ -140,6 +171,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         assert.equal('["kazoo", "lua"]', contenders)
         assert.equal("__lock__", seen[1].marker)
         assert.equal("__rlock__", seen[2].marker)
+        assert.is_true(kazoo_named(seen[2].name, "__rlock__"), seen[2].name)
     end)
 
     it("rwlock: our read lock and a kazoo ReadLock are held at once", function()
@@ -243,6 +275,7 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         assert.same({ "kazoo" }, e:participants())
         assert.equal("kazoo", e:leader())
         assert.is_true(e:campaign(WAIT))
+        assert.is_true(kazoo_named(base(e:node()), "__lock__"), e:node())
         local token = e:token()
         assert.equal(assert(c:exists(e:node())).czxid, token)
         local seen
@@ -254,6 +287,106 @@ describe("layout = \"kazoo\" #zk #kazoo #nosan", function()
         assert_turns(holds, ours)
         assert.equal('["kazoo", "lua"]', contenders)
         assert.same({ "lua", "kazoo" }, seen)
+    end)
+
+    it("rwlock, semaphore: a downgrade node and the semaphore's lock node have kazoo's names",
+       function()
+        -- (before: "_c_<uuid>-downgrade-__rlock__<seq>", "_c_<uuid>-__lock__<seq>")
+        local rw = c:rwlock("/rw", { layout = "kazoo" })
+        assert.is_true(rw:write_lock():acquire(WAIT))
+        assert.is_true(rw:read_lock():acquire(WAIT))    -- a downgrade: a reader to kazoo
+        assert.is_true(kazoo_named(base(rw:read_lock():node()), "downgrade-__rlock__"),
+                       rw:read_lock():node())
+        assert.is_true(rw:write_lock():release())
+        assert.is_true(rw:read_lock():release())
+        -- a waiter queues on the semaphore's lock, <path>-__lock__
+        local held = assert(c:semaphore("/sem", 1, { layout = "kazoo" }):acquire(WAIT))
+        local other = zk.client { chroot = root }
+        local got, gerr
+        other:spawn(function()
+            got, gerr = other:semaphore("/sem", 1, { layout = "kazoo" }):acquire(WAIT)
+        end)
+        local names
+        assert.truthy(zk.wait_until(function()
+            other:run(0.02)
+            names = c:children("/sem-__lock__")
+            return names and #names == 1
+        end, WAIT), "the waiter did not queue on the semaphore's lock")
+        assert.is_true(kazoo_named(names[1], "__lock__"), names[1])
+        assert.is_true(held:release())
+        assert.truthy(zk.wait_until(function()
+            other:run(0.02)
+            return got or gerr
+        end, WAIT), "the waiter did not get the lease")
+        assert.truthy(got, tostring(gerr))
+        assert.is_true(got:release())
+    end)
+
+    -- A client through a proxy (stopped when the test ends) whose replies
+    -- are dropped from now on: the requests reach the server.
+    local function replies_dropped(opts)
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local o = { servers = proxy.hosts, chroot = root }
+        for k, v in pairs(opts) do o[k] = v end
+        local a = zk.client(o)
+        assert(proxy:drop_replies())
+        return a, proxy
+    end
+
+    it("lock: a create whose reply was lost is found by kazoo's prefix, not made twice",
+       function()
+        -- The connection drops with the create's reply missing (no reply
+        -- for 2/3 of the session timeout); the fault ends then, and in the
+        -- same session the lock finds its node by the name it sent,
+        -- "<uuid hex>__lock__", as kazoo's _find_node does.
+        assert(c:create("/lost"))
+        local a, proxy = replies_dropped { session_timeout = 4, request_timeout = 8 }
+        local states = {}
+        a:on_state(function(new)
+            states[#states + 1] = new
+            if new == "suspended" then assert(proxy:pass()) end
+        end)
+        local sid = a:session_id()
+        local lock = a:lock("/lost", { layout = "kazoo", data = "lua" })
+        assert.is_true(lock:acquire(WAIT))
+        assert.equal("suspended", states[1])    -- the reply was lost indeed
+        assert.equal(sid, a:session_id())
+        local names = assert(c:children("/lost"))
+        assert.equal(1, #names, table.concat(names, " "))
+        assert.equal(base(lock:node()), names[1])
+        assert.is_true(kazoo_named(names[1], "__lock__"), names[1])
+        assert.equal(sid, assert(c:exists(lock:node())).ephemeral_owner)
+        -- kazoo's Lock.contenders() sees one contender, ours
+        assert.equal("lua\n", kazoo_contenders("/lost"))
+        assert.is_true(lock:release())
+        assert.same({}, (a:children("/lost")))
+    end)
+
+    it("lock: a try-once whose create reply was lost deletes its kazoo-named node", function()
+        -- enter(0) does not wait for the connection: what the create made
+        -- is found by its prefix once connected again in the same session
+        -- (which outlives the fault: its ephemeral node does not go with
+        -- it), and deleted
+        assert(c:create("/once"))
+        local a, proxy = replies_dropped { session_timeout = 6, request_timeout = 0.3 }
+        local sid = a:session_id()
+        local lock = a:lock("/once", { layout = "kazoo", data = "lua" })
+        local ok, err = lock:acquire(0)
+        assert.is_nil(ok)
+        assert.truthy(err == "unknown" or err == "connectionloss" or err == "timeout", err)
+        -- the create reached the server: kazoo's name
+        local names
+        assert.truthy(zk.wait_until(function()
+            names = c:children("/once")
+            return names and #names == 1
+        end, WAIT), "the create did not reach the server")
+        assert.is_true(kazoo_named(names[1], "__lock__"), names[1])
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return #assert(c:children("/once")) == 0
+        end, WAIT, a), "the node of the lost create stayed")
+        assert.equal(sid, a:session_id())
     end)
 
     it("group: kazoo's ShallowParty and ours list each other", function()

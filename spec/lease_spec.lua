@@ -435,6 +435,10 @@ describe("lease #zk #nosan", function()
             -- the line obtain() holds while it reads and writes the record
             local q = line.new(c, "/k", require("zkcoord.lease").LOCK, "lua-contender")
             assert.is_true(q:enter(5))
+            -- named as kazoo's Lock names its own: uuid4().hex + "__lock__" + seq
+            -- (before: "_c_<uuid>-__lock__<seq>")
+            assert.matches("^/k/" .. ("[0-9a-f]"):rep(32) .. "__lock__%d%d%d%d%d%d%d%d%d%d$",
+                           q:node())
             assert.equal("lua-contender\n", kazoo(hosts, "/k", { "contenders" }))
             q:leave()
         end)

@@ -59,7 +59,7 @@ describe("line drivers #zk", function()
         end
         bad("driver must be a table, got nil", nil)
         bad("unknown driver field 'persistent' (marker, markers, rule, data, parents, mode, "
-            .. "ttl, key)", { marker = "m-", rule = rules.first, persistent = true })
+            .. "ttl, key, prefix)", { marker = "m-", rule = rules.first, persistent = true })
         bad("marker must be a non-empty string without '/' or control characters",
             { marker = "a/b", rule = rules.first })
         bad("rule must be a function, got nil", { marker = "m-" })
@@ -71,6 +71,19 @@ describe("line drivers #zk", function()
         bad("ttl is for mode 'ttl' only", { marker = "m-", rule = rules.first, ttl = 5 })
         bad("key must be a function or nil, got number", { marker = "m-", rule = rules.first,
                                                            key = 1 })
+        bad("prefix must be a function or nil, got string", { marker = "m-", rule = rules.first,
+                                                              prefix = "p-" })
+        local prefix_msg = "prefix must return a non-empty string without '/' or control "
+                           .. "characters, a different one for each uuid"
+        for _, prefix in ipairs({
+            function() return "same-" end,                     -- not made of the uuid
+            function(id) return "a/" .. id end,
+            function(id) return id .. "\n" end,
+            function() return "" end,
+            function() return nil end,
+        }) do
+            bad(prefix_msg, { marker = "m-", rule = rules.first, prefix = prefix })
+        end
         -- the options form (zkcoord.queue's) points at line.driver for the new fields
         raises("unknown option 'mode' (marker, markers, rule, data, parents, persistent); "
                .. "'mode' is a field of line.driver{...}",
@@ -91,6 +104,26 @@ describe("line drivers #zk", function()
         a:leave()
         assert.is_true(b:enter(2))
         assert.same({ "b's" }, b:participants())
+        b:leave()
+    end)
+
+    it("a driver's prefix names our node: <prefix(uuid)><marker><seq>", function()
+        local ids = {}
+        local d = line.driver { marker = "job-", rule = rules.first, prefix = function(id)
+            ids[#ids + 1] = id
+            return "x" .. id:gsub("%-", "") .. "."
+        end }
+        local a = line.new(c, "/pre", d)
+        assert.is_true(a:enter(2))
+        local want = "x" .. ids[#ids]:gsub("%-", "") .. ".job-0000000000"
+        assert.equal("/pre/" .. want, a:node())
+        assert.same({ want }, (c:children("/pre")))
+        assert.equal(0, a:seq())
+        a:leave()
+        -- the default: Curator's protected prefix
+        local b = line.new(c, "/pre", line.driver { marker = "job-", rule = rules.first })
+        assert.is_true(b:enter(2))
+        assert.matches("^/pre/_c_%x+%-%x+%-4%x+%-%x+%-%x+%-job%-0000000001$", b:node())
         b:leave()
     end)
 
@@ -228,6 +261,40 @@ describe("line drivers #zk", function()
         assert.not_equal(first, w:node())
         assert.same({ w:node() }, { assert(w:entries())[1].path })
         w:leave()
+    end)
+
+    it("enter_step never waits for others: false with one watch, wake() when the line moves",
+       function()
+        local woke = 0
+        local function wake() woke = woke + 1 end
+        local holder = line.new(other, "/s", ONE)
+        assert.is_true(holder:enter(2))
+        local q = line.new(c, "/s", ONE)
+        assert.is_false(q:enter_step(wake, 5))       -- behind the holder: its node watched
+        assert.truthy(q:node())
+        assert.is_false(q:is_through())
+        assert.is_false(q:enter_step(wake, 5))       -- again: the same node, one watch
+        assert.equal(2, #assert(q:entries()))
+        holder:leave()
+        assert.truthy(zk.wait_until(function() return woke > 0 end, 5, c))
+        assert.is_true(q:enter_step(wake, 5))
+        assert.is_true(q:is_through())
+        q:leave()
+        -- A rule that waits for any change of the line (line.ANY).
+        local TWO = line.driver { marker = "pair-", rule = function(entries)
+            return #entries >= 2 or line.ANY
+        end }
+        woke = 0
+        local a = line.new(c, "/any", TWO)
+        assert.is_false(a:enter_step(wake, 5))
+        local b = line.new(other, "/any", TWO)
+        assert.is_true(b:enter(2))
+        assert.truthy(zk.wait_until(function() return woke > 0 end, 5, c))
+        assert.is_true(a:enter_step(wake, 5))
+        a:leave()
+        b:leave()
+        raises("bad argument #1 to 'enter_step' (function expected, got nil)",
+               function() return q:enter_step(nil, 1) end)
     end)
 end)
 

@@ -56,6 +56,45 @@ describe("owned_node #zk", function()
         assert.is_false(n:held())
     end)
 
+    it("adopts our session's node; deletes it with more ops, or soon, only while ours", function()
+        local deadline = function() return require("zkcoord.core").now() + 5 end
+        local gone = {}
+        local n = owned_node.new(c, "/o/a", { on_gone = function(r) gone[#gone + 1] = r end })
+        assert(other:create("/o/a", "theirs", { ephemeral = true, parents = true }))
+        assert.is_false(n:adopt(assert(other:exists("/o/a"))))    -- another session's
+        assert.is_false(n:held())
+        assert(other:delete("/o/a"))
+        local _, st = assert(c:create("/o/a", "ours", { ephemeral = true }))
+        assert.is_true(n:adopt(st))
+        assert.is_true(n:held())
+        -- with more ops, in one multi; our own delete is no loss
+        assert(c:create("/o/item", "i"))
+        assert.is_true(n:delete_with({ { op = "delete", path = "/o/item" } }, deadline()))
+        assert.is_false(other:exists("/o/a"))
+        assert.is_false(other:exists("/o/item"))
+        assert.is_false(n:held())
+        -- deleted by another and made again by a third session: not ours,
+        -- nothing written
+        _, st = assert(c:create("/o/a", "ours", { ephemeral = true }))
+        assert.is_true(n:adopt(st))
+        assert(c:create("/o/item", "i"))
+        assert(zk.admin():delete(root .. "/o/a"))
+        assert(other:create("/o/a", "theirs", { ephemeral = true }))
+        assert.is_false(n:delete_with({ { op = "delete", path = "/o/item" } }, deadline()))
+        assert.equal(other:session_id(), assert(c:exists("/o/a")).ephemeral_owner)
+        assert.truthy(c:exists("/o/item"))
+        c:dispatch(0.1)
+        assert.same({ "deleted" }, gone)
+        -- soon: a node a create of ours made that we never took, deleted
+        -- without waiting; another session's left alone
+        assert(c:create("/o/s", nil, { ephemeral = true }))
+        owned_node.new(c, "/o/s"):delete_soon(c:serial(), c:session_id())
+        owned_node.new(c, "/o/a"):delete_soon(c:serial(), c:session_id())
+        assert.truthy(zk.wait_until(function() return other:exists("/o/s") == false end, 5, c))
+        assert(c:sync("/o/a"))
+        assert.equal(other:session_id(), assert(c:exists("/o/a")).ephemeral_owner)
+    end)
+
     it("a delete cut off by a connection loss finishes once back, on our node only", function()
         local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
         local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 6 }

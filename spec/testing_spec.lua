@@ -129,7 +129,7 @@ describe("zkcoord.testing #zk #nosan", function()
     it("a bad argument raises; a client without a session is nil, err", function()
         assert.has_error(function() testing.server { tick = 500 } end,
             "bad argument #1 to 'server' (unknown option 'tick' (tick_time, port, extra, jvm_flags, "
-            .. "java, classpath, zookeeper_home, log_level, timeout))")
+            .. "java, classpath, zookeeper_home, log_level, timeout, sasl))")
         assert.has_error(function() testing.ensemble { port = 1 } end)
         assert.has_error(function() testing.proxy("nowhere") end,
             "bad argument #1 to 'proxy' (target must be a server or \"host:port\")")

@@ -89,9 +89,12 @@ end
 -- log shows `ready`. Then the
 -- proxy holds every byte back DELAY s, the child goes on (the go file),
 -- during() sees the child's write reach the server, and the connection is
--- cut before the write's reply came back. Returns the child's log.
+-- cut before the write's reply came back. Returns the child's log. The
+-- write is the child's first request, or its second for an ack (which
+-- first reads its claim).
 local DELAY = 1.5
 local function reply_lost(pids, mode, path, ready, during)
+    local trips = mode == "ack" and 2 or 1
     local proxy = start_proxy()
     local log = ("%s/wq-lost-%d.log"):format(zk.tmpdir(), proc.getpid())
     local go = log .. ".go"
@@ -108,9 +111,9 @@ local function reply_lost(pids, mode, path, ready, during)
     during()
     assert(proxy:pass())
     assert(proxy:cut())
-    -- the reply (due 2 * DELAY after go at the earliest) was still held back
+    -- the reply (due 2 * trips * DELAY after go at the earliest) was still held back
     local cut_at = proc.now() - t0
-    assert.is_true(cut_at < 2 * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
+    assert.is_true(cut_at < 2 * trips * DELAY - 0.2, "the machine was too slow: cut after " .. cut_at)
     assert.truthy(proc.wait_exit(pid, 30), "the child did not finish")
     return proc.read_file(log) or ""
 end
@@ -344,6 +347,55 @@ describe("work_queue #zk", function()
         assert.is_true(again:ack())
     end)
 
+    -- Two consumers race for one item. `a` took it through a proxy that
+    -- then holds every byte back DELAY s; someone deletes a's claim and
+    -- `other` takes the item. a's ack() or release() runs in the gap: the
+    -- claim's deletion has not reached a yet (its event is in the proxy).
+    -- Returns a's item and other's.
+    local function raced(path)
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        assert(c:work_queue(path):put("job"))
+        local mine = assert(a:work_queue(path):take(5))
+        assert(proxy:delay(DELAY))
+        local t0 = proc.now()
+        assert(zk.admin():delete(root .. mine.claim))
+        local theirs = assert(other:work_queue(path):take(5))
+        assert.equal(mine.claim, theirs.claim)
+        -- the deletion's event left the server after t0: it is still held back
+        local late = proc.now() - t0
+        assert.is_true(late < DELAY - 0.2, "the machine was too slow: took after " .. late)
+        return mine, theirs
+    end
+
+    -- Another's claim and item are untouched: other holds the item.
+    local function untouched(path, theirs)
+        assert.is_true(theirs:held())
+        assert.equal(other:session_id(), assert(c:exists(theirs.claim)).ephemeral_owner)
+        assert.equal(1, c:work_queue(path):len())
+        assert.is_true(theirs:ack())
+        assert.equal(0, c:work_queue(path):len())
+    end
+
+    it("an ack in the gap before its claim's loss reached it deletes nothing of another's",
+       function()
+        -- before: the ack's multi deleted other's claim and the item, true
+        local mine, theirs = raced("/gap")
+        assert.same({ nil, "lost" }, { mine:ack() })
+        assert.is_false(mine:held())
+        untouched("/gap", theirs)
+    end)
+
+    it("a release in the gap before its claim's loss reached it leaves another's claim",
+       function()
+        -- before: the release deleted other's claim (the item free for a
+        -- third consumer while other works on it), true
+        local mine, theirs = raced("/gapr")
+        assert.same({ nil, "lost" }, { mine:release() })
+        assert.is_false(mine:held())
+        untouched("/gapr", theirs)
+    end)
+
     it("an ack of an item deleted by another gives its claim back", function()
         local q = c:work_queue("/f")
         assert(q:put("job"))
@@ -483,20 +535,35 @@ describe("work_queue #zk", function()
 
     it("an ack whose reply was lost answers true when it happened", function()
         -- The consumer's ack reaches the server (the item goes), its reply
-        -- is lost.
+        -- is lost. The ack's write is its second round trip.
         assert(c:work_queue("/acked"):put("job"))
         local log = reply_lost(pids, "ack", root .. "/acked", "took job", function()
             assert.truthy(zk.wait_until(function() return c:work_queue("/acked"):len() == 0 end,
-                                        2 * DELAY, c), "the ack did not reach the server")
+                                        4 * DELAY, c), "the ack did not reach the server")
         end)
         assert.equal("ack true nil", log:match("ack [^\n]*"))
     end)
 
+    -- Runs fn(go) when client `a` sends its next multi (an ack's write,
+    -- after its look at the claim); go() sends it and returns its future.
+    local function around_write(a, fn)
+        local send = a.send
+        a.send = function(self, op, ...)
+            if op ~= "multi" then
+                return send(self, op, ...)
+            end
+            a.send = nil    -- the class's again
+            local ops = ...
+            return fn(function() return send(self, op, ops) end)
+        end
+    end
+
     -- Through a proxy, a consumer with a short session takes "job"; then
-    -- the proxy turns `mode` on. Returns the consumer, its item, its session
-    -- id and the proxy.
+    -- the proxy turns `mode` on, or with `at_write`, as the consumer's
+    -- write goes out. Returns the consumer, its item, its session id and
+    -- the proxy.
     local SHORT = 2
-    local function taken_through_proxy(path, mode, opts)
+    local function taken_through_proxy(path, mode, opts, at_write)
         local proxy = start_proxy()
         local o = { servers = proxy.hosts, chroot = root, session_timeout = SHORT }
         for k, v in pairs(opts or {}) do o[k] = v end
@@ -504,7 +571,14 @@ describe("work_queue #zk", function()
         assert(c:work_queue(path):put("job"))
         local item = assert(a:work_queue(path):take(5))
         local sid = a:session_id()
-        assert(proxy:set(mode))
+        if not at_write then
+            assert(proxy:set(mode))
+        else
+            around_write(a, function(go)
+                assert(proxy:set(mode))
+                return go()
+            end)
+        end
         return a, item, sid, proxy
     end
 
@@ -521,7 +595,7 @@ describe("work_queue #zk", function()
         -- back until the session counts lost; the new session sees the item
         -- gone: the ack happened (before: "lost").
         local a, item, sid, proxy = taken_through_proxy("/dropped", "dropreplies",
-                                                        { request_timeout = 3 * SHORT })
+                                                        { request_timeout = 3 * SHORT }, true)
         pass_when_lost(a, proxy)
         assert.same({ true }, { item:ack() })
         assert.not_equal(sid, a:session_id())
@@ -534,7 +608,7 @@ describe("work_queue #zk", function()
         -- Replies stay dropped for the whole ack (the request timeout, the
         -- session timeout by default): "unknown", never "lost"; back in a
         -- new session, ack() again finds the item gone: true.
-        local a, item, sid, proxy = taken_through_proxy("/later", "dropreplies")
+        local a, item, sid, proxy = taken_through_proxy("/later", "dropreplies", nil, true)
         assert.same({ nil, "unknown" }, { item:ack() })
         assert.equal(0, c:work_queue("/later"):len())    -- it did happen
         assert(proxy:pass())
@@ -557,6 +631,51 @@ describe("work_queue #zk", function()
         assert.equal("job", again.data)
         assert.is_true(again:ack())
         assert.equal(0, c:work_queue("/never"):len())
+    end)
+
+    it("an ack whose claim someone deleted and whose reply was lost says lost; the item stays",
+       function()
+        -- The claim is deleted just before the ack's multi goes out (so the
+        -- multi is not applied), and the connection is cut before its
+        -- reply. Back in the same session the claim is gone: the item
+        -- decides (before: taken for the ack's doing, true, and the item
+        -- stayed in the queue for a second consumer to do again).
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        assert(c:work_queue("/undone"):put("job"))
+        local item = assert(a:work_queue("/undone"):take(5))
+        local sid = a:session_id()
+        around_write(a, function(go)
+            assert(zk.admin():delete(root .. item.claim))
+            assert(proxy:delay(1))    -- its reply cannot come before the cut
+            local f = go()
+            assert(proxy:cut())
+            assert(proxy:pass())
+            return f
+        end)
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.equal(sid, a:session_id())
+        assert.is_false(item:held())
+        assert.equal(1, c:work_queue("/undone"):len())
+        local again = assert(other:work_queue("/undone"):take(5))
+        assert.is_true(again:ack())
+    end)
+
+    it("after client:close() an item is not held, not told lost, and ack() says closed", function()
+        -- before: held() still answered true after the close
+        local a = zk.client { chroot = root }
+        assert(c:work_queue("/closed"):put("job"))
+        local item = assert(a:work_queue("/closed"):take(5))
+        local told = {}
+        item:on_lost(function(r) told[#told + 1] = r end)
+        a:close()
+        assert.is_false(item:held())
+        assert.same({}, told)
+        assert.same({ nil, "closed" }, { item:ack() })
+        assert.same({ nil, "closed" }, { item:release() })
+        -- the claim went with the closed session: the item is back
+        local again = assert(c:work_queue("/closed"):take(5))
+        assert.is_true(again:ack())
     end)
 
     it("raises on bad arguments", function()

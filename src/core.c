@@ -17,6 +17,7 @@
 #include "probe.h"
 #include "process.h"
 #include "session.h"
+#include "sasl.h"
 #include "tls.h"
 
 /* CMake defines it from lua/zkcoord/version.lua, the only place it is set. */
@@ -302,6 +303,11 @@ __attribute__((visibility("default"))) int luaopen_zkcoord_core(lua_State *L)
     /* linked with a libzookeeper built with OpenSSL (ZKCOORD_TLS) */
     lua_pushcfunction(L, tls_check);
     lua_setfield(L, -2, "tls_check");
+#endif
+#ifdef HAVE_CYRUS_SASL_H
+    /* linked with a libzookeeper built with Cyrus SASL */
+    lua_pushcfunction(L, sasl_mechanisms);
+    lua_setfield(L, -2, "sasl_mechanisms");
 #endif
     return 1;
 }

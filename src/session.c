@@ -23,6 +23,7 @@
 
 #include "convert.h"
 #include "heartbeat.h"
+#include "sasl.h"
 #include "session.h"
 
 typedef struct session_ctx {
@@ -30,6 +31,9 @@ typedef struct session_ctx {
     double serial;
     heartbeat hb;        /* when the server last answered (heartbeat.c) */
     inflight fl;         /* requests handed to libzookeeper, not yet answered */
+#ifdef HAVE_CYRUS_SASL_H
+    zk_sasl *sasl;       /* zookeeper_init_sasl's parameters: live as long as the handle */
+#endif
 } session_ctx;
 
 typedef struct session {
@@ -794,6 +798,9 @@ static void session_destroy(session *s)
         inflight_destroy(&s->ctx->fl);
         heartbeat_destroy(&s->ctx->hb);
         queue_unref(s->ctx->q);
+#ifdef HAVE_CYRUS_SASL_H
+        sasl_free(s->ctx->sasl);
+#endif
         free(s->ctx);
     } else {
         /* A fork-copied handle has no threads; closing it crashes. Leak it. */
@@ -819,7 +826,9 @@ static int session_gc(lua_State *L)
 /* core.open(queue, hosts, timeout_s, serial, [session_id_hex, password],
  *           [resolve_interval_s: -1 never (but on connection loss), 0 every poll],
  *           [tls: "ca,cert,key[,passwd]", zookeeper_init_ssl's string; a core
- *            with core.tls_check only]) */
+ *            with core.tls_check only],
+ *           [sasl: { mechanism, service, host, username, password }, for
+ *            zookeeper_init_sasl; a core with core.sasl_mechanisms only]) */
 int session_open(lua_State *L)
 {
     zkq *q = completions_check(L, 1);
@@ -831,6 +840,10 @@ int session_open(lua_State *L)
     const char *passwd = luaL_optlstring(L, 6, NULL, &plen);
     double resolve = luaL_optnumber(L, 7, 60);
     const char *tls = luaL_optstring(L, 8, NULL);
+    int with_sasl = !lua_isnoneornil(L, 9);
+#ifdef HAVE_CYRUS_SASL_H
+    zk_sasl *sasl = NULL;
+#endif
     clientid_t cid, *cidp = NULL;
     session *s;
     session_ctx *ctx;
@@ -839,19 +852,35 @@ int session_open(lua_State *L)
 #ifndef HAVE_OPENSSL_H
     luaL_argcheck(L, tls == NULL, 8, "this core has no TLS (build it: scripts/build.sh --tls)");
 #endif
+#ifndef HAVE_CYRUS_SASL_H
+    luaL_argcheck(L, !with_sasl, 9, "this core has no SASL (build it: scripts/build.sh --secure)");
+#endif
+    /* libzookeeper 3.8 has no init with both (zookeeper_init_internal takes one) */
+    luaL_argcheck(L, !(tls && with_sasl), 9, "libzookeeper 3.8 cannot do TLS and SASL together");
     if (hex) {
         luaL_argcheck(L, convert_parse_hex64(hex, &cid.client_id), 5, "bad session id");
         luaL_argcheck(L, passwd && plen == sizeof(cid.passwd), 6, "password must be 16 bytes");
         memcpy(cid.passwd, passwd, sizeof(cid.passwd));
         cidp = &cid;
     }
+#ifdef HAVE_CYRUS_SASL_H
+    if (with_sasl && !(sasl = sasl_new(L, 9)))
+        return 3;       /* nil, why, detail */
+#endif
     s = lua_newuserdata(L, sizeof(*s));
     memset(s, 0, sizeof(*s));
     luaL_getmetatable(L, SESSION_MT);
     lua_setmetatable(L, -2);
     ctx = calloc(1, sizeof(*ctx));
-    if (!ctx)
+    if (!ctx) {
+#ifdef HAVE_CYRUS_SASL_H
+        sasl_free(sasl);
+#endif
         return luaL_error(L, "out of memory");
+    }
+#ifdef HAVE_CYRUS_SASL_H
+    ctx->sasl = sasl;
+#endif
     ctx->q = q;
     ctx->serial = serial;
     queue_ref(q);
@@ -867,12 +896,21 @@ int session_open(lua_State *L)
         s->zh = zookeeper_init_ssl(hosts, tls, session_watcher, (int)(timeout * 1000), cidp, ctx, 0);
     else
 #endif
+#ifdef HAVE_CYRUS_SASL_H
+    if (ctx->sasl)
+        s->zh = zookeeper_init_sasl(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0,
+                                    NULL, sasl_params(ctx->sasl));
+    else
+#endif
     s->zh = zookeeper_init2(hosts, session_watcher, (int)(timeout * 1000), cidp, ctx, 0, NULL);
     if (!s->zh) {
         int e = errno;
         inflight_destroy(&ctx->fl);
         heartbeat_destroy(&ctx->hb);
         queue_unref(q);
+#ifdef HAVE_CYRUS_SASL_H
+        sasl_free(ctx->sasl);
+#endif
         free(ctx);
         s->ctx = NULL;
         lua_pushnil(L);

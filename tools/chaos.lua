@@ -12,7 +12,7 @@
 -- --recipes: a comma-separated part of the catalog (tools/chaos/recipes.lua:
 -- lock, rwlock, counter, cohort_lock, cohort_rwlock, multi_lock, semaphore,
 -- barrier, double_barrier, work_queue, group, partitioner, persistent_node,
--- service_discovery, lease, multi_lease),
+-- service_discovery, lease, multi_lease, election),
 -- default all of it. Each recipe beyond the lock family has its part of the
 -- run in tools/chaos/recipe/<name>.lua and its checker in
 -- tools/chaos/check/<name>.lua; group, partitioner, persistent node and

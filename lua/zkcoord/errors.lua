@@ -27,6 +27,8 @@ _M.own = {
     unknown = "a write's reply was lost and its deadline passed: it may or may not have happened",
     tls = "a TLS connection failed: a file that does not load, a certificate refused, "
           .. "a handshake that fails (connect)",
+    sasl = "SASL authentication failed: a wrong user name or password, a mechanism the "
+           .. "server or this machine does not have (connect)",
 }
 
 

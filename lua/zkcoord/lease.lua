@@ -19,9 +19,9 @@
 --                         {"version": 1, "holder": "<identifier>",
 --                          "end": "%Y-%m-%dT%H:%M:%S"} (UTC); see
 --                         zkcoord.lease.format
---   <path>/<uuid>__lock__<seq>, <path>/_c_<uuid>-__lock__<seq>
+--   <path>/<uuid hex>__lock__<seq>
 --                         kazoo's Lock on <path> (ours by the line engine,
---                         which both sort by the number after "__lock__"),
+--                         named as kazoo's; both sort by the number after "__lock__"),
 --                         held only while one contender reads and writes
 --
 -- Algorithm (kazoo's): take the lock on <path>; read the record; refuse
@@ -48,7 +48,7 @@
 -- timeout: "unknown"). held() answers from the clock alone: the term we
 -- were granted has not ended.
 local line = require "zkcoord.line"
-local rules = require "zkcoord.line.rules"
+local kazoo = require "zkcoord.layout.kazoo"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 local format = require "zkcoord.lease.format"
@@ -66,9 +66,10 @@ local OPT_KEYS = { "identifier", "timeout", "clock" }
 --- The record's name under the lease's path (kazoo's).
 _M.HOLDER = "lease_holder"
 
--- kazoo's Lock: <uuid hex>__lock__<seq>, first in sequence order holds.
--- Persistent parents: the record lives under the lease's node.
-local KAZOO_LOCK = line.driver { marker = "__lock__", rule = rules.first, parents = "persistent" }
+-- kazoo's Lock: <uuid hex>__lock__<seq>, first in sequence order holds,
+-- named as kazoo names its own (zkcoord.layout.kazoo). Persistent parents:
+-- the record lives under the lease's node.
+local KAZOO_LOCK = kazoo.lock
 
 --- The zkcoord.line driver of kazoo's Lock on a lease's path, which
 --- obtain() holds while it reads and writes the record.

@@ -7,7 +7,8 @@
 --   if q:enter(5) then run() q:leave() end     -- nil: wait forever, 0: once
 --
 --   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
---      unless the driver says otherwise) and list <parent>'s children in
+--      unless the driver says otherwise; its prefix may replace the
+--      _c_<uuid>-) and list <parent>'s children in
 --      the same round trip (one session runs its requests in order, so the
 --      list already holds our node); the joins of one client that run
 --      together share that listing (line/join.lua);
@@ -36,7 +37,8 @@
 --   marker   string, required. The name part before the sequence number
 --            ("lock-", Curator's "__READ__"/"__WRIT__", "lease-", "latch-").
 --            Our node is _c_<uuid>-<marker><seq>: the _c_<uuid>- prefix is
---            the engine's (protection, below; Curator's protected names).
+--            the engine's default (protection, below; Curator's protected
+--            names; see prefix).
 --   markers  every marker whose nodes take part (default { marker }): an
 --            rwlock's readers and writers share one line. A name takes the
 --            first marker of the list it ends with (list a longer marker
@@ -57,6 +59,11 @@
 --   data     the nodes' data by default (line.new's 4th argument wins).
 --   parents  "container" (default): missing parents are created as
 --            container nodes; "persistent".
+--   prefix   function(uuid) -> string, optional: the name part before the
+--            marker, from a fresh uuid per create (default Curator's
+--            "_c_" .. uuid .. "-"; zkcoord.layout.kazoo's: the uuid's 32
+--            hex digits). It must differ for each uuid: after a lost
+--            create reply our node is the child named <prefix><marker>...
 --
 -- Ownership: an ephemeral node is ours while the session that created it
 -- lives (its ephemeral owner); a persistent or TTL node is ours by the uuid
@@ -195,6 +202,7 @@ function _M.new(client, parent, driver, data)
         _mine = nil,      -- our node, while its watch (line.walk's _watch_mine) is ours
         _mine_state = nil,    -- "asked", "armed", "gone" or "off"
         _mine_conn = nil,     -- the client's connection() when it was armed
+        _step_watch = nil,    -- { path, wake } the last enter_step() set
     }, mt)
 end
 
@@ -279,6 +287,7 @@ end
 function _M:leave()
     check_self(self, "leave")
     local mine = self:_owns_node()
+    self:_unwatch_step()
     local n = self:_forget()
     if n and mine then
         self.client:delete_guaranteed(n, nil, self.persistent)
@@ -643,6 +652,113 @@ function _M:enter(timeout)
                     return self:_pass()
                 end
             end
+        end
+    end
+end
+
+
+--- enter() in steps, for a caller that must not wait for others (the
+--- election's rejoin runs in the client's callbacks): joins the line if not
+--- in it (again if our node went), asks the rule, and answers true when
+--- through. Otherwise it sets one watch on what the rule waits for, whose
+--- event calls wake(), and answers false: step again then (or at any time:
+--- the step before's watch is removed). Only its round trips wait, at most
+--- `timeout` seconds (nil: no limit); an error leaves our node in the line
+--- (leave() ends the position).
+---@param wake function called when the line may have moved
+---@param timeout number? seconds for the step's round trips (nil: no limit)
+---@return boolean|nil through, string? err "timeout" | "closed" | a ZooKeeper code
+function _M:enter_step(wake, timeout)
+    check_self(self, "enter_step")
+    util.check_fn(wake, "enter_step", 1)
+    util.check_timeout(timeout, "enter_step", 2)
+    local client = self.client
+    if client:is_closed() then
+        return nil, "closed"
+    end
+    self:_unwatch_step()
+    self._try = false
+    local deadline = util.deadline(timeout)
+    local names, batch, armed
+    for _ = 1, util.MAX_RACES do
+        if self._node and not self:_owns_node() then
+            self:_forget()    -- the session that owned it ended: join again
+        end
+        if not self._node then
+            local ok
+            ok, names, batch = self:_create(deadline)
+            if not ok then
+                disarm(self, armed)
+                return nil, names
+            end
+        end
+        local err
+        if not names then
+            batch = nil
+            names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline)
+        end
+        if names == nil then
+            disarm(self, armed)
+            return nil, err
+        elseif names ~= true then
+            local how, verdict, entries, me
+            how, verdict, armed, entries, me = self:_decide(names, armed, batch)
+            names, batch = nil, nil
+            self._below = nil    -- no walk: the next step lists
+            if how == "through" then
+                return self:_pass()
+            elseif how == "judged" then
+                rules.check_verdict(self, verdict, entries, me)
+            end
+            if how == "again" then
+                disarm(self, armed)
+                armed = nil
+            elseif verdict == ANY and armed then
+                self._step_watch = { self.path, armed.wake }    -- set by the listing judged
+                return false
+            elseif verdict == ANY then
+                -- List with the watch, and judge that very listing.
+                armed = { wake = wake }
+                names, err = util.retry(client, deadline, UNTIL_DEADLINE, read_line, self,
+                                        deadline, wake)
+                if names == nil and err == "nonode" then
+                    names = {}     -- the parent went, and our node with it: join again
+                elseif names == nil then
+                    client:remove_watches(self.path, wake)
+                    return nil, err
+                end
+            else
+                disarm(self, armed)
+                armed = nil
+                local data, rerr = util.retry(client, deadline, UNTIL_DEADLINE, read_entry, self,
+                                              deadline, verdict.path, wake)
+                if data ~= nil and data ~= true then
+                    self._step_watch = { verdict.path, wake }
+                    return false
+                elseif data == nil then
+                    client:remove_watches(verdict.path, wake)
+                    if rerr ~= "nonode" then
+                        return nil, rerr
+                    end
+                end    -- it went (or our node did): judge a new listing
+            end
+        end
+        if names == true then
+            names = nil    -- our node went with the session: join again
+        end
+    end
+    disarm(self, armed)
+    return nil, "timeout"    -- the line moved under every try (bounded)
+end
+
+
+-- Removes the watch the last enter_step() set (fire and forget).
+function _M:_unwatch_step()
+    local w = self._step_watch
+    if w then
+        self._step_watch = nil
+        if not self.client:is_closed() then
+            self.client:remove_watches(w[1], w[2])
         end
     end
 end

@@ -13,7 +13,7 @@
 -- names, so a Java service locking the same path with Curator is excluded
 -- too (both sort by the number after the last "lock-"). Children of <path>
 -- without that shape are ignored. opts.layout = "kazoo" names them as
--- kazoo's Lock does instead (zkcoord.layout.kazoo): _c_<uuid>-__lock__<seq>,
+-- kazoo's Lock does instead (zkcoord.layout.kazoo): <uuid hex>__lock__<seq>,
 -- so a Python service locking the same path with kazoo is excluded.
 --
 -- Owners: the lock is reentrant per owner. The owner is opts.owner if

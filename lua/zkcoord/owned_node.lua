@@ -6,6 +6,9 @@
 --   local ok, err = n:create()     -- true: ours; false: someone else's node is there
 --   n:held()                       -- true while the node we made is there
 --   n:delete()                     -- deletes it if it is still ours, never a path
+--   n:adopt(stat)                  -- a node our own create made (sent with other requests)
+--   n:delete_with(ops, deadline)   -- one multi: our node (only while ours) and ops
+--   n:delete_soon()                -- delete() without waiting
 --
 -- Paths like these are shared: when our node goes, another session
 -- creates the very same path. So:
@@ -254,6 +257,100 @@ function _M:create()
         return false            -- gone meanwhile: create again
     end
     return nil, err
+end
+
+
+--- Takes the node at our path as ours, given its `stat` (from a create of
+--- ours sent by the caller, or a look after its reply was lost): watched
+--- until it goes. true; false when `stat` is not our current session's.
+function _M:adopt(stat)
+    if not ours_now(self.client, stat) then
+        return false
+    end
+    self:_take(stat)
+    return true
+end
+
+
+-- Our own write deleted our node: forget it (no on_gone; its watch's
+-- event is stale).
+function _M:_forget()
+    self._serial, self._sid, self._stat = nil, nil, nil
+    self._gen = self._gen + 1
+    self:_unlisten()
+end
+
+
+--- One try at deleting our node together with `ops` (one multi: all or
+--- nothing), only while it is the node of session `sid` (default: the one
+--- we took it in) and that session is our current one: a read of its stat,
+--- then the multi with the version read (the node first), both by
+--- `deadline`. Not tried again: a lost reply is the caller's to decide.
+--- true: done (forgotten: no on_gone); false: not ours (gone, or another
+--- session's: nothing written); nil, err, results: the read failed
+--- (results nil) or the multi did (results: one per op, empty when no
+--- reply came).
+function _M:delete_with(ops, deadline, sid)
+    local client = self.client
+    sid = sid or self._sid
+    local stat, err = client:read_until(deadline, "exists", self.path)
+    if stat == nil then
+        return nil, err
+    elseif not (stat and ours_now(client, stat, sid)) then
+        return false
+    end
+    local all = { { op = "delete", path = self.path, version = stat.version } }
+    for i = 1, #ops do
+        all[i + 1] = ops[i]
+    end
+    local held = self._serial ~= nil and self._sid == sid
+    if held then
+        self._gen = self._gen + 1      -- the event of our own delete is not a loss
+    end
+    local ok, merr, results = client:send("multi", all):wait(util.remaining(deadline))
+    if ok then
+        if held and self._serial then
+            self:_forget()
+        end
+        return true
+    end
+    if held and self._serial then
+        self:_watch()                  -- not deleted by us: watched again
+    end
+    return nil, merr, results or {}
+end
+
+
+-- A delete owed, tried from the callback runner (a factory: no closure
+-- in a waiting frame).
+local function owed_delete(self, serial)
+    return function()
+        local client = self.client
+        if self._delete_owed == serial and client:state() == "connected"
+                and client:serial() == serial then
+            self:_finish_delete()
+        end
+    end
+end
+
+
+--- Deletes our node without waiting (as delete(): only while ours, again
+--- once connected when cut off, gone with the session), from the callback
+--- runner. With `serial` and `sid`: a node we never took, which a create
+--- of ours in that session may have made (its reply lost or come after we
+--- gave up), deleted if it is that session's.
+function _M:delete_soon(serial, sid)
+    local client = self.client
+    if self._serial then
+        serial, sid = self._serial, self._sid
+        self:_forget()
+    end
+    if not serial or client:serial() ~= serial then
+        return    -- nothing of ours, or it went with its session
+    end
+    self._delete_owed, self._owed_sid = serial, sid
+    self:_listen()
+    client:waiter():defer(owed_delete(self, serial))
 end
 
 

@@ -22,8 +22,8 @@
 -- Curator on the same path take part in the same line (Curator sorts by the
 -- number after the last "__READ__"/"__WRIT__", as we do). Other children of
 -- <path> are ignored. opts.layout = "kazoo" names them as kazoo's ReadLock
--- and WriteLock do instead (zkcoord.layout.kazoo): _c_<uuid>-__rlock__<seq>
--- and _c_<uuid>-__lock__<seq>, a downgrade node _c_<uuid>-downgrade-__rlock__<seq>.
+-- and WriteLock do instead (zkcoord.layout.kazoo): <uuid hex>__rlock__<seq>
+-- and <uuid hex>__lock__<seq>, a downgrade node <uuid hex>downgrade-__rlock__<seq>.
 --
 -- Reentrancy and owners as in zkcoord.lock (an owner is the running
 -- coroutine, or opts.owner), on both sides. Downgrade and the upgrade check
@@ -71,7 +71,7 @@ local UPGRADE_MSG = "cannot upgrade a read lock to a write lock: release the rea
 
 
 -- The drivers of one layout's names { read =, write =, downgrade =,
--- parents = }: a writer is through when first and no downgraded reader is
+-- parents =, prefix = }: a writer is through when first and no downgraded reader is
 -- left (see the header), watching its predecessor or that reader; a
 -- reader when no write node is below its own, watching the last one
 -- (readers behind a writer all wait for that one). The reader's rule is
@@ -84,14 +84,15 @@ local function drivers_of(names)
     local markers = { names.downgrade, names.read, names.write }
     local below_write = rules.none_below(names.write)
     local read = line.driver { marker = names.read, markers = markers, rule = below_write,
-                               parents = names.parents }
+                               parents = names.parents, prefix = names.prefix }
     cohort.shared(read)    -- with opts.cohort, a process's readers share a node
     return {
         write = line.driver { marker = names.write, markers = markers, parents = names.parents,
+                              prefix = names.prefix,
                               rule = rules.first_none_above(names.downgrade) },
         read = read,
         downgrade = function(writing)
-            return line.driver { marker = names.downgrade, markers = markers,
+            return line.driver { marker = names.downgrade, markers = markers, prefix = names.prefix,
                                  parents = names.parents, rule = function(entries, me, q)
                 if writing() then
                     return true

@@ -25,7 +25,7 @@
 --
 -- opts.layout = "kazoo": kazoo's Semaphore instead (zkcoord.layout.kazoo):
 -- <path> (persistent) holds max_leases the same way; the internal lock is
--- a kazoo Lock at <path>-__lock__ (_c_<uuid>-__lock__<seq>), and its holder
+-- a kazoo Lock at <path>-__lock__ (<uuid hex>__lock__<seq>), and its holder
 -- creates its lease <path>/<uuid hex> (ephemeral, data = opts.data) while
 -- fewer than max_leases children of <path> are there, else waits for the
 -- children to change (zkcoord.layout.kazoo_lease). A Python service using

@@ -34,7 +34,7 @@ local _M = { _VERSION = require("zkcoord.version") }
 local argerror = util.argerror
 
 local SERVER_KEYS = { "tick_time", "port", "extra", "jvm_flags", "java", "classpath",
-                      "zookeeper_home", "log_level", "timeout" }
+                      "zookeeper_home", "log_level", "timeout", "sasl" }
 local ENSEMBLE_KEYS = { "size" }
 for _, k in ipairs(SERVER_KEYS) do
     if k ~= "port" then ENSEMBLE_KEYS[#ENSEMBLE_KEYS + 1] = k end
@@ -43,7 +43,10 @@ end
 --- A standalone server, ready to serve, or nil, err. opts: tick_time (ms,
 --- default 500: sessions of 1 to 20 s), port (default a free one), extra
 --- (zoo.cfg lines), jvm_flags, java, classpath, zookeeper_home, log_level
---- (default INFO, to <dir>/server.log), timeout (to be ready, default 30 s).
+--- (default INFO, to <dir>/server.log), timeout (to be ready, default 30 s),
+--- sasl ({ users = { bob = "secret" }, required = false }: DIGEST-MD5
+--- users for connect's sasl option and the sasl ACL scheme; required: a
+--- session without SASL is closed).
 --- The server: hosts, port, dir, pid; start(), stop(grace?), restart(),
 --- kill(), pause(), resume(), running(), mode() ("standalone", ...),
 --- log_tail(n), destroy(). Runtime failures return nil, err.

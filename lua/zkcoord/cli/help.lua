@@ -28,6 +28,10 @@ Servers: --servers, else $ZKCOORD_SERVERS, else 127.0.0.1:2181.
 TLS: --tls-ca FILE --tls-cert FILE --tls-key FILE (PEM), else $ZKCOORD_TLS_CA,
 $ZKCOORD_TLS_CERT, $ZKCOORD_TLS_KEY; an encrypted key's password only in
 $ZKCOORD_TLS_KEY_PASSWORD. Needs a core built with TLS (scripts/build.sh --tls).
+SASL: --sasl-user NAME --sasl-password-file FILE (its first line), else
+$ZKCOORD_SASL_USER and $ZKCOORD_SASL_PASSWORD_FILE or $ZKCOORD_SASL_PASSWORD;
+--sasl-mechanism (or $ZKCOORD_SASL_MECHANISM) DIGEST-MD5 (default) or GSSAPI.
+Needs a core built with SASL (scripts/build.sh --secure).
 `zkcoord VERB --help` (or `zkcoord help VERB`) describes a verb;
 `zkcoord --version` (-V) prints the version.
 Exit status: 0 ok, 1 runtime failure, 64 usage, 69 no server reachable,

@@ -41,7 +41,9 @@ end
 local GLOBAL = { ["--servers"] = "string", ["--session-timeout"] = "number",
                  ["--connect-timeout"] = "number", ["--chroot"] = "string",
                  ["--auth"] = "string",
-                 ["--tls-ca"] = "string", ["--tls-cert"] = "string", ["--tls-key"] = "string" }
+                 ["--tls-ca"] = "string", ["--tls-cert"] = "string", ["--tls-key"] = "string",
+                 ["--sasl-mechanism"] = "string", ["--sasl-user"] = "string",
+                 ["--sasl-password-file"] = "string" }
 
 local function run(args)
     local g, i = args_mod.parse_opts(nil, args, 1, GLOBAL)

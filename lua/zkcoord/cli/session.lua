@@ -1,6 +1,6 @@
 -- zkcoord.cli.session: the command's ZooKeeper client: connect from the
 -- global options (--servers, --session-timeout, --connect-timeout,
--- --chroot, --auth, --tls-*), a failure to reach the servers ending the command with
+-- --chroot, --auth, --tls-*, --sasl-*), a failure to reach the servers ending the command with
 -- status 69; every client made is closed by close_all() when the command
 -- ends, whatever happens. Not a public API.
 local zkcoord = require "zkcoord"
@@ -76,6 +76,43 @@ local function tls_option(g)
 end
 
 
+-- connect's sasl option: --sasl-mechanism (default DIGEST-MD5),
+-- --sasl-user, --sasl-password-file (its first line), else
+-- $ZKCOORD_SASL_MECHANISM, $ZKCOORD_SASL_USER, $ZKCOORD_SASL_PASSWORD_FILE
+-- or $ZKCOORD_SASL_PASSWORD: never a password on the command line (ps
+-- shows it). Nil when none is given.
+local function sasl_option(g)
+    local function pick(v, env)
+        v = v or os.getenv(env)
+        return v ~= "" and v or nil
+    end
+    local mech = pick(g.sasl_mechanism, "ZKCOORD_SASL_MECHANISM")
+    local user = pick(g.sasl_user, "ZKCOORD_SASL_USER")
+    local file = pick(g.sasl_password_file, "ZKCOORD_SASL_PASSWORD_FILE")
+    local password = not file and pick(nil, "ZKCOORD_SASL_PASSWORD") or nil
+    if not (mech or user or file or password) then
+        return nil
+    end
+    mech = mech or "DIGEST-MD5"
+    if file then
+        local f, err = io.open(file, "rb")
+        local line = f and f:read("*l")
+        if f then f:close() end
+        if not line then
+            exit(ex.FAIL, "zkcoord: cannot read the SASL password file: "
+                          .. (err or file .. " is empty"))
+        end
+        password = line:gsub("\r$", "")
+    end
+    if mech == "DIGEST-MD5" and not (user and password) then
+        usage(nil, "zkcoord: SASL (DIGEST-MD5) needs --sasl-user and --sasl-password-file "
+                   .. "(or $ZKCOORD_SASL_USER, and $ZKCOORD_SASL_PASSWORD_FILE or "
+                   .. "$ZKCOORD_SASL_PASSWORD)")
+    end
+    return { mechanism = mech, username = user, password = password }
+end
+
+
 -- held: for lock and elect. libzookeeper notices a silent connection after
 -- 2/3 of the session timeout; counting the session lost 1/4 of it later
 -- (the library's lost_after; by default a whole timeout later) sends CMD its
@@ -101,6 +138,7 @@ function _M.connect(g, held, sigfd, deadline)
         opts.auth = { scheme = "digest", credentials = g.auth }
     end
     opts.tls = tls_option(g)
+    opts.sasl = sasl_option(g)
     if opts.session_timeout <= 0 or opts.connect_timeout <= 0 then
         usage(nil, "zkcoord: --session-timeout and --connect-timeout must be > 0")
     end

@@ -13,6 +13,7 @@ local acl = require "zkcoord.client.acl"
 local pump = require "zkcoord.client.pump"
 local session = require "zkcoord.client.session"
 local tls = require "zkcoord.client.tls"
+local sasl = require "zkcoord.client.sasl"
 
 local setmetatable, pairs, ipairs, error, tostring, tonumber =
     setmetatable, pairs, ipairs, error, tostring, tonumber
@@ -37,6 +38,8 @@ local function new_client(c, q)
         _max_path = o.max_packet_size - options.PACKET_OVERHEAD - #c.chroot,
         _auth = c.auth,
         _tls = c.tls,             -- client/tls.lua's check of the tls option, or nil
+        _sasl = c.sasl,           -- client/sasl.lua's check of the sasl option, or nil
+        _auth_failed = false,     -- a session ended in AUTH_FAILED (a SASL exchange failed)
         _acl = acl.normalize(o.acl, "connect", 1),
         _retry = c.retry,
         -- the sync reads': at request_timeout, the last try's error
@@ -193,7 +196,7 @@ end
 local function await_connected(self, o, endpoints)
     local deadline = now() + o.connect_timeout
     local function answered(st)
-        return st == "connected" or self._not_zookeeper_detail ~= nil
+        return st == "connected" or self._not_zookeeper_detail ~= nil or self._auth_failed
     end
     local tls_why = tls_failure(self, answered, o, endpoints)
     if tls_why then
@@ -208,6 +211,10 @@ local function await_connected(self, o, endpoints)
     if not connected then
         local left = deadline - now()
         connected = left > 0 and self:wait_state(answered, left)
+    end
+    if self._auth_failed then
+        self:close()
+        return sasl.failure(self._sasl, self._hosts)
     end
     local not_zk = self._not_zookeeper_detail
     if not_zk then
@@ -276,6 +283,9 @@ end
 ---                          (default and at most: the session timeout)
 ---@field tls table? { ca =, certfile =, keyfile =, keyfile_password =, verify = true }:
 ---                  TLS with a client certificate (a core built with TLS; README "TLS")
+---@field sasl table? { mechanism = "DIGEST-MD5"|"GSSAPI", username =, password =, service =,
+---                   host = }: SASL authentication, kazoo's sasl_options (a core built
+---                   with SASL; docs/client.md, docs/install.md "SASL")
 
 --- Opens a session and waits (at most connect_timeout) until it is connected.
 ---@param opts zkcoord.connect_opts
@@ -291,6 +301,10 @@ function _M.connect(opts)
     core.set_log_level(o.zk_log_level)
 
     local tok, terr, tdetail = tls.check_files(c.tls)
+    if not tok then
+        return nil, terr, tdetail
+    end
+    tok, terr, tdetail = sasl.check_mechanism(c.sasl)
     if not tok then
         return nil, terr, tdetail
     end
@@ -336,7 +350,7 @@ function _M:_open_session(sid, password)
     self._serial = self._serial + 1
     local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout,
                                      self._serial, sid, password, self._opts.resolve_interval,
-                                     self._tls and self._tls.string)
+                                     self._tls and self._tls.string, self._sasl)
     if not s then
         return nil, err, detail
     end

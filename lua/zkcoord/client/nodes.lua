@@ -175,7 +175,7 @@ function _M:_end_session(sid, password)
     self._ender_serial = n
     local s, err, detail = core.open(self._q, self._hosts, self._opts.session_timeout, n,
                                      sid, password, self._opts.resolve_interval,
-                                     self._tls and self._tls.string)
+                                     self._tls and self._tls.string, self._sasl)
     if not s then
         self._log("error", "cannot end session " .. sid .. ": " .. tostring(err) .. " "
                            .. tostring(detail))

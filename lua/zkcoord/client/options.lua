@@ -5,6 +5,7 @@
 -- "bad argument #1 to 'connect' (...)" before anything reaches the C core.
 local checks = require "zkcoord.client.checks"
 local tls = require "zkcoord.client.tls"
+local sasl = require "zkcoord.client.sasl"
 
 local util = require "zkcoord.util"
 local argerror, check_seconds = util.argerror, util.check_seconds
@@ -34,7 +35,7 @@ local OPTION_KEYS = {
     max_packet_size = "number", logger = "function", zk_log_level = "number",
     session_id = "string", session_password = "string", resolve_interval = "number",
     lost_after = "number", handshake_timeout = "number", tracer = "function",
-    tls = "table",
+    tls = "table", sasl = "table",
 }
 
 -- Bytes a request adds around its path and data: length, xid, type,
@@ -283,7 +284,7 @@ end
 
 --- Checks connect's argument (a servers string or an options table) and
 --- returns what the client needs: { opts =, hosts =, endpoints =, chroot =,
---- auth =, retry =, tls = (client/tls.lua's check) }.
+--- auth =, retry =, tls = (client/tls.lua's check), sasl = (client/sasl.lua's) }.
 function _M.check(opts)
     local o = merge(opts)
     check_timeouts(o)
@@ -309,8 +310,12 @@ function _M.check(opts)
     check_wait(o.wait)
     check_limits(o)
     check_resume(o.session_id, o.session_password)
+    if o.tls ~= nil and o.sasl ~= nil then
+        bad("tls and sasl together: libzookeeper 3.8 has no session with both "
+            .. "(zookeeper_init_ssl or zookeeper_init_sasl)")
+    end
     return { opts = o, hosts = hosts, endpoints = endpoints, chroot = chroot, auth = auth,
-             retry = retry, tls = tls.check(o.tls, bad) }
+             retry = retry, tls = tls.check(o.tls, bad), sasl = sasl.check(o.sasl, bad) }
 end
 
 

@@ -304,7 +304,12 @@ function _M:_session_event(state)
     elseif state == C.EXPIRED_SESSION_STATE then
         self:_session_lost("sessionexpired")
     elseif state == C.AUTH_FAILED_STATE then
-        self._log("error", "authentication failed: the session is closed")
+        -- with sasl, also the SASL exchange after a handshake (a wrong
+        -- password; the build's patch makes it an event)
+        self._auth_failed = true
+        -- (while connect waits, its error says it: only "info" then)
+        self._log(_M.live[self] and "error" or "info", (self._sasl and "SASL " or "")
+                  .. "authentication failed: the session is closed")
         self:_session_lost("authfailed", nil, true)
     end
 end

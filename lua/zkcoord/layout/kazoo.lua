@@ -19,13 +19,14 @@
 --   identifier as the data of "<uuid>__party__" and so has no place for a
 --   member's data besides its id: not a layout of ours.
 --
--- Our names are "_c_<uuid>-__lock__<seq>": the engine's protected prefix
--- comes first (zkcoord.line names every node so, to find it after a lost
--- reply), kazoo's regex looks at the end only, so kazoo counts, sorts and
--- excludes them as its own. Parents are persistent nodes, as kazoo's
--- ensure_path makes them: kazoo creates its node under a parent it made
--- sure of once, and a container parent the server removed meanwhile would
--- fail that create.
+-- Our names are kazoo's, byte for byte: "<uuid hex>__lock__<seq>" (32
+-- lowercase hex digits, kazoo's uuid4().hex), the drivers' prefix hook
+-- (zkcoord.line.driver) in place of the engine's default "_c_<uuid>-".
+-- After a lost create reply the engine finds our node as kazoo finds its
+-- own: the child whose name starts with "<uuid hex>__lock__" (the name the
+-- create sent). Parents are persistent nodes, as kazoo's ensure_path makes
+-- them: kazoo creates its node under a parent it made sure of once, and a
+-- container parent the server removed meanwhile would fail that create.
 local line = require "zkcoord.line"
 local rules = require "zkcoord.line.rules"
 local uuid = require("zkcoord.core").uuid
@@ -39,22 +40,30 @@ _M.READ = "__rlock__"
 -- Our downgraded reader (zkcoord.rwlock's header): a plain reader to kazoo.
 _M.DOWNGRADE = "downgrade-__rlock__"
 
+--- The name part before the marker: a uuid's 32 hex digits (kazoo's
+--- uuid.uuid4().hex), the drivers' `prefix`.
+function _M.prefix(id)
+    return (gsub(id, "%-", ""))
+end
+
 --- Lock (and Election, and the Semaphore's lock): through when first.
-_M.lock = line.driver { marker = _M.LOCK, rule = rules.first, parents = "persistent" }
+_M.lock = line.driver { marker = _M.LOCK, rule = rules.first, parents = "persistent",
+                        prefix = _M.prefix }
 
 --- An election's rejoin: the same nodes, through once ours is in the line.
-_M.join = line.driver { marker = _M.LOCK, rule = rules.always, parents = "persistent" }
+_M.join = line.driver { marker = _M.LOCK, rule = rules.always, parents = "persistent",
+                        prefix = _M.prefix }
 
---- The rwlock's names (zkcoord.rwlock builds its drivers from them) and the
---- parents its drivers make.
+--- The rwlock's names (zkcoord.rwlock builds its drivers from them), the
+--- parents its drivers make and their prefix.
 _M.rwlock = { read = _M.READ, write = _M.LOCK, downgrade = _M.DOWNGRADE,
-              parents = "persistent" }
+              parents = "persistent", prefix = _M.prefix }
 
 --- Group (kazoo's ShallowParty): our member node "<path>/<uuid hex>-<id>",
 --- and the id in a member's name: what follows the first "-" (kazoo's
 --- child[child.find('-') + 1:]). Every child of <path> is a member.
 function _M.party_node(path, id)
-    return (path == "/" and "" or path) .. "/" .. gsub(uuid(), "%-", "") .. "-" .. id
+    return (path == "/" and "" or path) .. "/" .. _M.prefix(uuid()) .. "-" .. id
 end
 
 function _M.party_id(name)

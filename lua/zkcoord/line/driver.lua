@@ -34,7 +34,7 @@ local PARENT_MODES = { container = true, persistent = true }
 -- The keys of a driver table, and the smaller set the options form of
 -- line.new (zkcoord.queue's) takes.
 local DRIVER_KEYS = { marker = true, markers = true, rule = true, data = true, parents = true,
-                      mode = true, ttl = true, key = true }
+                      mode = true, ttl = true, key = true, prefix = true }
 local OPT_KEYS = { marker = true, markers = true, rule = true, data = true, parents = true,
                    persistent = true }
 _M.OPT_KEYS = OPT_KEYS
@@ -52,6 +52,32 @@ local function valid_marker(m)
 end
 
 local MARKER_MSG = "marker must be a non-empty string without '/' or control characters"
+
+
+-- Curator's protected prefix (CURATOR-498), the engine's default: the
+-- name part before the marker, made of a fresh uuid per create.
+local function curator_prefix(id)
+    return "_c_" .. id .. "-"
+end
+
+-- Two different uuids a driver's prefix is tried with once: each answer
+-- must be a valid name part, and the two must differ (the prefix is how a
+-- create finds its node after a lost reply, so it must hold the uuid).
+local SAMPLE_IDS = { "00000000-0000-4000-8000-000000000000",
+                     "ffffffff-ffff-4fff-bfff-ffffffffffff" }
+local PREFIX_MSG = "prefix must return a non-empty string without '/' or control characters, "
+                   .. "a different one for each uuid"
+
+local function check_prefix(prefix)
+    if type(prefix) ~= "function" then
+        return nil, "prefix must be a function or nil, got " .. type(prefix)
+    end
+    local a, b = prefix(SAMPLE_IDS[1]), prefix(SAMPLE_IDS[2])
+    if not (valid_marker(a) and valid_marker(b)) or a == b then
+        return nil, PREFIX_MSG
+    end
+    return true
+end
 
 
 -- The markers of a line, checked, as name patterns. Returns the patterns
@@ -118,6 +144,7 @@ local function freeze(d, patterns, mode)
         key = d.key,
         scan = not d.key and rules.scan_of(d.rule) or nil,
         outlives = mode ~= "ephemeral",
+        prefix = d.prefix or curator_prefix,
         create_flags = create,
         parents = d.parents or "container",
     }, DRIVER_MT)
@@ -176,7 +203,7 @@ function _M.compile(d)
     for k in pairs(d) do
         if not DRIVER_KEYS[k] then
             return nil, "unknown driver field '" .. tostring(k)
-                        .. "' (marker, markers, rule, data, parents, mode, ttl, key)"
+                        .. "' (marker, markers, rule, data, parents, mode, ttl, key, prefix)"
         end
     end
     local patterns, err = check_common(d)
@@ -197,6 +224,12 @@ function _M.compile(d)
     end
     if d.key ~= nil and type(d.key) ~= "function" then
         return nil, "key must be a function or nil, got " .. type(d.key)
+    end
+    if d.prefix ~= nil then
+        local ok, perr = check_prefix(d.prefix)
+        if not ok then
+            return nil, perr
+        end
     end
     return freeze(d, patterns, mode)
 end

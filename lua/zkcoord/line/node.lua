@@ -7,8 +7,12 @@
 -- zkcoord.line's position class; they run with `self` a position.
 --
 -- Protection (Curator's protected mode, CURATOR-498): our node is named
--- _c_<uuid>-<marker><seq>, so a create whose reply was lost can be found by
--- its uuid. We adopt such a node only if it is ours: an ephemeral node when
+-- <prefix><marker><seq>, the prefix made of a fresh uuid (the driver's
+-- prefix(uuid): Curator's _c_<uuid>- by default, kazoo's <uuid hex> for
+-- zkcoord.layout.kazoo), so a create whose reply was lost can be found by
+-- the name it was sent with, <prefix><marker>, as kazoo finds its own
+-- (Curator's by _c_<uuid>-: the same node, the uuid being fresh). We adopt
+-- such a node only if it is ours: an ephemeral node when
 -- its ephemeral owner is our current session, a node that outlives
 -- sessions (driver mode "persistent" or "ttl") by the uuid alone. Any wait
 -- that gives up deletes our node (guaranteed: retried until it succeeds or
@@ -354,6 +358,14 @@ function _M:_recover_create(err, prefix, serial, deadline)
 end
 
 
+-- The name a create sends, before the server's sequence number: the
+-- driver's prefix of a fresh uuid, then its marker. A child whose name
+-- starts with it is that create's node.
+local function protected_name(d)
+    return d.prefix(uuid()) .. d.marker
+end
+
+
 -- One create of our node with a listing of the parent, for util.retry.
 -- After a reply that leaves the outcome unknown, finds the node once
 -- connected and adopts it if it was made; else the error, with a new
@@ -366,7 +378,7 @@ local function create_once(self, deadline, try)
     local client, d = self.client, self.driver
     local base = self.path == "/" and "" or self.path
     local prefix = try.prefix
-    local fc = client:send("create", base .. "/" .. prefix .. d.marker, self.data, d.create_flags)
+    local fc = client:send("create", base .. "/" .. prefix, self.data, d.create_flags)
     local fl, b
     if self._try then
         fl = client:send("children", self.path)
@@ -402,7 +414,7 @@ local function create_once(self, deadline, try)
     elseif not how then
         return nil, fnames
     end
-    try.prefix = "_c_" .. uuid() .. "-"
+    try.prefix = protected_name(d)
     return nil, err
 end
 
@@ -414,7 +426,7 @@ end
 --- deadline), and after creating the parents when they were missing (a
 --- container parent may go between our two requests: MAX_RACES rounds).
 function _M:_create(deadline)
-    local try = { prefix = "_c_" .. uuid() .. "-" }
+    local try = { prefix = protected_name(self.driver) }
     local ok, res, b
     for _ = 1, util.MAX_RACES do
         ok, res, b = util.retry(self.client, deadline, self:_policy(), create_once, self,

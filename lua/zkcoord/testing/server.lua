@@ -126,6 +126,44 @@ local function write_config(s, opts, server_lines)
 end
 
 
+-- SASL (DIGEST-MD5): a JAAS file with the users, and the JVM flags that
+-- make ZooKeeper take SASL clients (the `sasl` ACL scheme); `required`:
+-- a session that does not authenticate is closed
+-- (zookeeper.sessionRequireClientSASLAuth, 3.8).
+local function sasl_flags(dir, sasl)
+    local users = {}
+    for name, password in pairs(sasl.users or {}) do
+        assert(not (name .. password):find('[%s"\\;]'),
+            "opts.sasl.users: no space, quote, backslash or ';' in a name or password")
+        users[#users + 1] = ('    user_%s="%s"'):format(name, password)
+    end
+    table.sort(users)
+    local jaas = dir .. "/jaas.conf"
+    local ok, err = proc.write_file(jaas, table.concat({
+        "Server {",
+        "    org.apache.zookeeper.server.auth.DigestLoginModule required",
+        table.concat(users, "\n") .. ";",
+        "};",
+        "",
+    }, "\n"))
+    if not ok then
+        return nil, err
+    end
+    return {
+        "-Djava.security.auth.login.config=" .. jaas,
+        "-Dzookeeper.authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+        sasl.required and "-Dzookeeper.sessionRequireClientSASLAuth=true" or nil,
+    }
+end
+
+
+-- Raises on a bad opts.sasl, before any temp dir is made.
+local function check_sasl(sasl)
+    assert(sasl == nil or (type(sasl) == "table" and type(sasl.users or {}) == "table"),
+        "opts.sasl must be a table { users = { name = password }, required = bool }")
+end
+
+
 local function new_server(dir, port, opts, cleanup_dir)
     assert(opts.tick_time == nil or type(opts.tick_time) == "number",
         "opts.tick_time must be a number (ms)")
@@ -165,6 +203,16 @@ local function new_server(dir, port, opts, cleanup_dir)
         "-Dlog4j.configuration=file:" .. dir .. "/log4j.properties",
         "-Dlogback.configurationFile=" .. dir .. "/logback.xml",
     }
+    if opts.sasl then
+        local flags
+        flags, err = sasl_flags(dir, opts.sasl)
+        if not flags then
+            return nil, err
+        end
+        for _, f in ipairs(flags) do
+            s.argv[#s.argv + 1] = f
+        end
+    end
     for _, f in ipairs(opts.jvm_flags or {}) do
         s.argv[#s.argv + 1] = f
     end
@@ -388,10 +436,13 @@ end
 -- (cfg lines), port, jvm_flags, java, classpath, zookeeper_home, log_level,
 -- timeout (ready, default 30 s), tls (certificates from helpers.tlscerts:
 -- also a TLS port that needs a client certificate, s.tls_port and
--- s.tls_hosts, with the x509 ACL scheme).
+-- s.tls_hosts, with the x509 ACL scheme), sasl ({ users = { name =
+-- password }, required = bool }: DIGEST-MD5 users, the sasl ACL scheme;
+-- required: a session without SASL is closed).
 function _M.start(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start: opts must be a table")
+    check_sasl(opts.sasl)
     -- free_port() reserves its port across our processes, but something
     -- else may still bind it meanwhile: retry on a clash when the port was
     -- ours to pick.
@@ -520,6 +571,7 @@ end
 function _M.start_ensemble(opts)
     opts = opts or {}
     assert(type(opts) == "table", "zkserver.start_ensemble: opts must be a table")
+    check_sasl(opts.sasl)
     local size = opts.size or 3
     assert(type(size) == "number" and size >= 1, "opts.size must be >= 1")
     local root, err = proc.mktemp_dir("zkcoord-zk-")
