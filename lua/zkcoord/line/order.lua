@@ -1,0 +1,252 @@
+--- zkcoord.line.order: a line's order in a listing (internal).
+--
+-- `parse` turns a children() listing into the line's entries, sorted as
+-- every client sorts them; `scan` answers a built-in rule from the listing
+-- in one pass; `seq_of` reads our node's sequence number. All take a
+-- driver zkcoord.line.driver compiled (its name patterns, key and scan).
+local type, ipairs, tonumber = type, ipairs, tonumber
+local sort, match = table.sort, string.match
+local byte, sub = string.byte, string.sub
+
+local _M = {}
+
+-- The parent's sequence counter is a signed 32-bit int.
+local SEQ_WRAP = 4294967296
+
+
+-- Equal sequence numbers (only names made by hand can share one) go by
+-- name: one order every client agrees on, and the scan's.
+local function by_seq(a, b)
+    if a.seq ~= b.seq then
+        return a.seq < b.seq
+    end
+    return a.name < b.name
+end
+
+local function by_key(a, b)
+    if a.key ~= b.key then
+        return a.key < b.key
+    end
+    return by_seq(a, b)
+end
+
+
+-- The sequence number in a name, as a sort key: the parent's counter is a
+-- signed 32-bit int, past 2^31-1 it goes negative, and those nodes are the
+-- newest.
+local function seq_key(text)
+    local seq = tonumber(text)
+    return seq < 0 and seq + SEQ_WRAP or seq
+end
+
+
+--- The participants among `names` (children of `parent`), in line order:
+--- by the driver's key, else by sequence number. Returns the entries, or
+--- nil, i when names[i] is not a string.
+function _M.parse(d, parent, names)
+    local out, pats, base = {}, d.patterns, parent == "/" and "" or parent
+    for i, name in ipairs(names) do
+        if type(name) ~= "string" then
+            return nil, i
+        end
+        for _, p in ipairs(pats) do
+            local seq = match(name, p.pattern)
+            if seq then
+                out[#out + 1] = { name = name, path = base .. "/" .. name, seq = seq_key(seq),
+                                  marker = p.marker }
+                break
+            end
+        end
+    end
+    local key = d.key
+    if key then
+        for _, e in ipairs(out) do
+            e.key = key(e)
+        end
+        sort(out, by_key)
+    else
+        sort(out, by_seq)
+    end
+    return out
+end
+
+
+local DIGIT0, DIGIT9, MINUS = 48, 57, 45
+
+-- Digits a double holds exactly, summed one by one: a longer number goes
+-- through tonumber, as parse reads it.
+local EXACT_DIGITS = 15
+
+
+-- Does pattern `p`'s marker end in `name` just before index `q`?
+local function marker_before(name, q, p)
+    local bytes = p.bytes
+    local at = q - #bytes - 1
+    if at < 0 then
+        return false
+    end
+    for k = #bytes, 1, -1 do
+        if byte(name, at + k) ~= bytes[k] then
+            return false
+        end
+    end
+    return true
+end
+
+
+-- The sequence key of name[q..len]: -?digits, the digits from `a` on.
+local function seq_at(name, q, a, len)
+    if len - q >= EXACT_DIGITS then
+        return seq_key(sub(name, q, len))
+    end
+    local n = 0
+    for k = q < a and a or q, len do
+        n = n * 10 + byte(name, k) - DIGIT0
+    end
+    if q < a then
+        n = -n
+    end
+    return n < 0 and n + SEQ_WRAP or n
+end
+
+
+-- The sequence key and marker parse gives `name` (nil: not in the line),
+-- read byte by byte: no string or table per name. parse takes the first
+-- of `pats` whose "^.*<marker>(%-?%d+)$" matches; the greedy .* makes the
+-- match end its marker at the highest index q from which the rest is
+-- -?%d+ to the end, so q is in the name's trailing run of digits, or the
+-- '-' just before that run. A marker that does not end with a digit can
+-- only end just before the run (or that '-').
+local function classify(name, pats)
+    local len = #name
+    local c = byte(name, len)
+    if not c or c < DIGIT0 or c > DIGIT9 then
+        return nil
+    end
+    local a = len
+    while a > 1 do
+        c = byte(name, a - 1)
+        if c < DIGIT0 or c > DIGIT9 then
+            break
+        end
+        a = a - 1
+    end
+    local minus = a > 1 and byte(name, a - 1) == MINUS
+    for i = 1, #pats do
+        local p = pats[i]
+        for q = p.digit_end and len or a, a, -1 do
+            if marker_before(name, q, p) then
+                return seq_at(name, q, a, len), p.marker
+            end
+        end
+        if minus and marker_before(name, a - 1, p) then
+            return seq_at(name, a - 1, a, len), p.marker
+        end
+    end
+    return nil
+end
+
+
+-- Puts (seq, name, marker) in the `n` nearest entries below ours kept in
+-- `b` (b.seq[i], b.name[i], b.marker[i], nearest first, at most b.k):
+-- the scan's candidates, without a table per name. Returns the new count;
+-- b.cut is set when an entry below did not fit.
+local function keep_below(b, n, seq, name, marker)
+    local bs, bn, bm, k = b.seq, b.name, b.marker, b.k
+    if n == k then
+        local ls, ln = bs[n], bn[n]
+        if seq < ls or (seq == ls and name < ln) then
+            b.cut = true
+            return n
+        end
+        b.cut = true    -- the last one falls out
+    else
+        n = n + 1
+    end
+    local i = n
+    while i > 1 do
+        local ps, pn = bs[i - 1], bn[i - 1]
+        if seq < ps or (seq == ps and name < pn) then
+            break
+        end
+        bs[i], bn[i], bm[i] = ps, pn, bm[i - 1]
+        i = i - 1
+    end
+    bs[i], bn[i], bm[i] = seq, name, marker
+    return n
+end
+
+
+--- The verdict of driver `d`'s rule on listing `names` of `parent` for our
+--- node `mine`, in one pass (only for a driver with a scan, see freeze):
+--- true (through), the entry to watch (a table like parse's), or nil when
+--- our node is not in the line. The order is parse's, (seq, name): the
+--- entry below ours nearest to it whose marker the scan's `below` takes
+--- (true: any); else the lowest above ours whose marker is in `above`.
+--- With `keep` (a number k >= 0) and a verdict below ours, also the next k
+--- such entries below the verdict, nearest first, as names (a waiter walks
+--- down them when the one it watches goes: zkcoord.line.walk), and true
+--- when there were more than those.
+function _M.scan(d, parent, names, mine, keep)
+    local pats, how = d.patterns, d.scan
+    local my = mine and classify(mine, pats)
+    if not my then
+        return nil
+    end
+    local below, above = how.below, how.above
+    local found = false
+    local b = { seq = {}, name = {}, marker = {}, k = (keep or 0) + 1, cut = false }
+    local nb = 0
+    local aname, aseq, amark = nil, nil, nil
+    for i = 1, #names do
+        local name = names[i]
+        if name == mine then
+            found = true
+        else
+            local seq, marker = classify(name, pats)    -- nil: not a participant
+            if seq and (seq < my or (seq == my and name < mine)) then
+                if below == true or below[marker] then
+                    nb = keep_below(b, nb, seq, name, marker)
+                end
+            elseif seq and above and above[marker]
+                   and (not aseq or seq < aseq or (seq == aseq and name < aname)) then
+                aname, aseq, amark = name, seq, marker
+            end
+        end
+    end
+    if not found then
+        return nil
+    end
+    local base = parent == "/" and "" or parent
+    if nb == 0 then
+        if not aname then
+            return true
+        end
+        return { name = aname, path = base .. "/" .. aname, seq = aseq, marker = amark }
+    end
+    local verdict = { name = b.name[1], path = base .. "/" .. b.name[1], seq = b.seq[1],
+                      marker = b.marker[1] }
+    if not keep then
+        return verdict
+    end
+    local kept = {}
+    for i = 2, nb do
+        kept[i - 1] = base .. "/" .. b.name[i]
+    end
+    return verdict, kept, b.cut
+end
+
+
+--- The sequence number of our node `name` (named with the driver's marker).
+function _M.seq_of(d, name)
+    for _, p in ipairs(d.patterns) do
+        if p.marker == d.marker then
+            local seq = match(name, p.pattern)
+            return seq and seq_key(seq)
+        end
+    end
+    return nil
+end
+
+
+return _M
