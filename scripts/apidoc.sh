@@ -63,7 +63,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 # "script" kind, named Internals in config.ld (a new_type would be listed
 # first).
 internal_modules="util client/checks client/options client/acl client/pump line/node
-  counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
+  counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
+  wait/ngx/turn cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   work_queue/names work_queue/put work_queue/claim
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease
