@@ -36,9 +36,9 @@ local _M = { _VERSION = require("zkcoord.version") }
 -- them, like those of zkcoord/<name>.lua, are passed over when an error
 -- blames its caller. A new subdirectory goes here (util_spec checks that
 -- every one under lua/zkcoord is listed).
-_M.SUBDIRS = { cache = true, cli = true, client = true, counter = true, discovery = true,
-               election = true, layout = true, lease = true, line = true, testing = true,
-               wait = true, ["wait/ngx"] = true, work_queue = true }
+_M.SUBDIRS = { cache = true, cli = true, client = true, cohort = true, counter = true,
+               discovery = true, election = true, layout = true, lease = true, line = true,
+               testing = true, wait = true, ["wait/ngx"] = true, work_queue = true }
 local SUBDIRS = _M.SUBDIRS
 
 
