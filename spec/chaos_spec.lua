@@ -432,6 +432,23 @@ describe("chaos checkers on made-up logs", function()
         assert.equal(1, v["double_barrier: left before all left"], d)
     end)
 
+    it("work_queue: an item whose holder was killed inside its ack is not judged lost", function()
+        local procs = {
+            ["1.1"] = { { 1, "wq_put_done", { n = 1, data = "c1.1:1", ok = 1 } },
+                        { 1.5, "wq_put_done", { n = 2, data = "c1.1:2", ok = 1 } } },
+            -- killed inside the ack of c1.1:1 (it may be applied), and
+            -- while working on c1.1:2 (its item must come back)
+            ["2.1"] = { { 2, "wq_take", { n = 1, data = "c1.1:1" } },
+                        { 2.1, "wq_settle", { n = 1, data = "c1.1:1", verb = "ack" } } },
+            ["3.1"] = { { 2, "wq_take", { n = 1, data = "c1.1:2" } } },
+        }
+        local listed = { { 31, "wq_final_done", { items = 0 } } }
+        local v, d = kinds(verdict("work_queue", procs, listed))
+        assert.equal(1, v["work_queue: item lost"], d)
+        assert.truthy(d:find("c1.1:2", 1, true), d)
+        assert.is_nil(d:find("c1.1:1 ", 1, true), d)
+    end)
+
     it("work_queue: an ack answered lost that was applied", function()
         local procs = {
             ["1.1"] = { { 1, "wq_put_done", { n = 1, data = "c1.1:1", ok = 1 } } },

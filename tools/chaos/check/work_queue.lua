@@ -15,6 +15,8 @@
 --                     again (by anyone, returning after the take the ack
 --                     was for began) nor
 --                     in the queue at the end: the ack was applied after all.
+--   An ack whose process was killed before it answered (a wq_settle with
+--   no wq_ack after it) may have been applied: its item is not judged lost.
 --   phantom item      an item taken or left whose put reported a plain
 --                     failure (not an unknown outcome: "timeout",
 --                     "connectionloss", "operationtimeout", "sessionexpired").
@@ -33,7 +35,7 @@ function _M.run(R)
     local counts = { puts = 0, put_ok = 0, takes = 0, acks = 0, lost = 0, unknown = 0,
                      releases = 0, twice = 0 }
     for _, P in pairs(R.procs) do
-        local last_take, put_from, lost_at = {}, {}, nil
+        local last_take, put_from, lost_at, settling = {}, {}, nil, {}
         for _, e in ipairs(P.events) do
             local d = e.kv.data
             if e.ev == "state" and e.kv.new == "lost" then
@@ -54,7 +56,10 @@ function _M.run(R)
                 local it = item(d)
                 it.takes[#it.takes + 1] = tk
                 last_take[e.kv.n] = tk
+            elseif e.ev == "wq_settle" then
+                settling[e.kv.n] = e.kv.verb == "ack" and item(d) or nil
             elseif e.ev == "wq_ack" then
+                settling[e.kv.n] = nil
                 local it = item(d)
                 local tk = last_take[e.kv.n]
                 if e.kv.ok == "1" then
@@ -68,8 +73,12 @@ function _M.run(R)
                     it.unsure = true
                 end
             elseif e.ev == "wq_release" then
+                settling[e.kv.n] = nil
                 counts.releases = counts.releases + 1
             end
+        end
+        for _, it in pairs(settling) do
+            it.unsure = true    -- the process ended inside its ack
         end
     end
     local left, listed = {}, false

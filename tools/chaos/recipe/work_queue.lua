@@ -1,7 +1,8 @@
 -- chaos.recipe.work_queue: contenders put items (data "c<ID>.<INC>:<n>",
 -- unique) into /chaos/wq and take, work on and ack (or now and then
 -- release) them. Logged: wq_put / wq_put_done (ok or err), wq_take (the
--- item's data; t0: when the take began), wq_ack / wq_release (ok or err). After the contenders
+-- item's data; t0: when the take began), wq_settle (an ack or release begins), wq_ack /
+-- wq_release (ok or err). After the contenders
 -- stopped the driver lists the items left (wq_final). chaos/check/work_queue.lua.
 local _M = {}
 
@@ -33,6 +34,8 @@ local function take(ctx, st)
     ctx.c:waiter():sleep(ctx.rng:float() < 0.2 and ctx.rng:range(0.3, 1.5)
                          or ctx.rng:range(0.005, 0.05))
     local verb = ctx.rng:float() < 0.1 and "release" or "ack"
+    -- a kill between here and the answer's line leaves the outcome unknown
+    ctx.log("wq_settle", { n = n, data = item.data, verb = verb })
     local ok, aerr = item[verb](item)
     ctx.log("wq_" .. verb, { n = n, data = item.data, ok = ok and 1 or 0, err = aerr,
                              sid = ctx.sid() })
