@@ -325,27 +325,7 @@ local CHUNK = 500           -- requests connected per burst while they queue
 local STALL = 120           -- s without one more request queued: stop
 local DRAIN_CAP = 600       -- s for all to answer after the release
 
-local function raise_nofile(want)
-    local ffi = require "ffi"
-    pcall(ffi.cdef, [[
-        struct zkb_rlimit { unsigned long cur, max; };
-        int getrlimit(int, struct zkb_rlimit *);
-        int setrlimit(int, const struct zkb_rlimit *);
-    ]])
-    local RLIMIT_NOFILE = 7
-    local rl = ffi.new("struct zkb_rlimit")
-    assert(ffi.C.getrlimit(RLIMIT_NOFILE, rl) == 0)
-    if rl.cur < want then
-        rl.cur = math.min(want, tonumber(rl.max))
-        assert(ffi.C.setrlimit(RLIMIT_NOFILE, rl) == 0)
-    end
-    return tonumber(rl.cur)
-end
-
-local function rss_kb(pid)
-    local text = proc.read_file("/proc/" .. pid .. "/status") or ""
-    return tonumber(text:match("VmRSS:%s*(%d+)")) or 0
-end
+local raise_nofile, rss_kb = proc.raise_nofile, proc.rss_kb
 
 local function heap_of(n, gc)
     local status, body = n:get(gc and "/heap?gc=1" or "/heap", 300)

@@ -67,7 +67,8 @@ find "$work/src" -name '*.lua' -print0 | xargs -0 perl -0pi -e \
 internal_modules="contract util util/args util/callbacks util/deadline util/deprecated util/held util/ids
   util/reads util/retry metrics/text client/checks client/options client/acl client/pump
   client/sasl client/tls line/node
-  counter/line counter/write counter/format lease/format wait/ngx/ticker cli cli/sys compat
+  counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
+  wait/ngx/turn cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   work_queue/names work_queue/put work_queue/claim
   testing/files testing/proc testing/socket line/walk line/join layout/kazoo layout/kazoo_lease

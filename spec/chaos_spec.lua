@@ -69,14 +69,19 @@ describe("chaos over the rest of the catalog #zk #slow", function()
         partitioner = function(r) return r.figures.partitioner.claims >= 3
             and r.figures.partitioner.judged >= 1 end,
         persistent_node = function(r) return r.figures.persistent_node.checked >= 3 end,
+        service_discovery = function(r) return r.figures.service_discovery.compared >= 3 end,
+        lease = function(r) return r.figures.lease.granted >= 3 end,
+        multi_lease = function(r) return r.figures.multi_lease.granted >= 3 end,
         election = function(r) return r.figures.election.granted >= 3 end,
     }
 
     -- Recipes that share a run (one ensemble start, one settle: the suite's
     -- budget), each judged on its own.
-    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" }, { "barrier" },
+    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" },
+                   { "barrier", "lease", "multi_lease" },
                    { "double_barrier", "election" },
-                   { "work_queue", "group", "partitioner", "persistent_node" } }
+                   { "work_queue", "group", "partitioner", "persistent_node",
+                     "service_discovery" } }
 
     for _, run in ipairs(RUNS) do
         local list = table.concat(run, ",")
@@ -521,5 +526,80 @@ describe("chaos checkers on made-up logs", function()
         assert.equal(1, v["persistent_node: missing"], d)
         assert.is_true(verdict("persistent_node", procs,
                                { { 20, "probe_pn", { nodes = "_c_ab12-c1-0000000001=1:1" } } }).ok)
+    end)
+
+    it("lease and multi_lease: two holders believe they hold at the same second", function()
+        local function obtain(op, n, w1, ends, slot)
+            return { { w1 - 0.5, "try", { op = op, n = n, timeout = 2 } },
+                     { w1, "ack", { op = op, n = n, w1 = w1, ends = ends, slot = slot } } }
+        end
+        -- c1 holds [100, 102); c2 obtains at 101: both hold at 101
+        local procs = { ["1.1"] = obtain("lease", 1, 100, 102), ["2.1"] = obtain("lease", 1, 101, 103) }
+        local v, d = kinds(verdict("lease", procs))
+        assert.equal(1, v["lease: two holders at once"], d)
+        procs["2.1"] = obtain("lease", 1, 102, 104)
+        assert.is_true(verdict("lease", procs).ok)
+        -- a restarted c1 (incarnation 2) renews: one holder
+        procs["1.2"] = obtain("lease", 1, 101, 103)
+        procs["2.1"] = obtain("lease", 1, 103, 105)
+        assert.is_true(verdict("lease", procs).ok)
+        -- multi_lease: one slot each is fine, two on one slot are not
+        procs = { ["1.1"] = obtain("mlease", 1, 100, 102, 0), ["2.1"] = obtain("mlease", 1, 101, 103, 1) }
+        assert.is_true(verdict("multi_lease", procs).ok)
+        procs["2.1"] = obtain("mlease", 1, 101, 103, 0)
+        v, d = kinds(verdict("multi_lease", procs))
+        assert.equal(1, v["multi_lease: two holders of one slot at once"], d)
+    end)
+
+    it("service_discovery: a dead instance, a view not the server's, JSON Curator cannot read",
+       function()
+        local curator = require "zkcoord.discovery.curator"
+        local function node(id, inc, v, payload_class)
+            local text = curator.encode({ name = "svc", id = id, address = "127.0.0.1",
+                                          port = 10011, payload = { inc = inc, v = v },
+                                          registrationTimeUTC = 1, serviceType = "DYNAMIC" },
+                                        "java.util.LinkedHashMap")
+            if payload_class == false then text = text:gsub('"@class":"[^"]*",', "") end
+            return id .. "=" .. util.hex(text)
+        end
+        -- c2.1 is SIGKILLed at 3: gone by 3 + 2 + 1 (session timeout 2 s, half of it to see it)
+        local kill = { 3, "fault", { kind = "kill_contender", target = 2, inc = 1, from = 3, to = 3 } }
+        local procs = {
+            ["1.1"] = { { 1, "sd_reg", { id = "c1-1", v = 1 } },
+                        { 1.2, "sd_view", { insts = "c1-1@1:1,c2-1@1:1", sid = "s1" } },
+                        { 7, "sd_view", { insts = "c1-1@1:1", sid = "s1" } },
+                        { 8, "sd_get", { id = "c1-1" } } },
+            ["2.1"] = { { 1, "sd_reg", { id = "c2-1", v = 1 } } },
+        }
+        local probe = { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1) } } }
+        local v, d = kinds(verdict("service_discovery", procs, probe))
+        assert.equal(1, v["service_discovery: dead instance in a view"], d)
+        procs["1.1"][3][1] = 5.9
+        local r = verdict("service_discovery", procs, probe)
+        assert.is_true(r.ok, table.concat(r.details, "\n"))
+        assert.equal(1, r.figures.service_discovery.judged)
+        -- the server still lists the dead one; the view lacks what the server has
+        v, d = kinds(verdict("service_discovery", procs,
+                             { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1) .. ","
+                                                                 .. node("c2-1", 1, 1) } } }))
+        assert.equal(1, v["service_discovery: dead instance on the server"], d)
+        assert.equal(1, v["service_discovery: view differs from the server's"], d)
+        -- a registration of a live process missing, an older version, a payload without @class
+        v, d = kinds(verdict("service_discovery", procs, { kill, { 20, "probe_sd", { nodes = "" } } }))
+        assert.equal(1, v["service_discovery: registered instance missing"], d)
+        v, d = kinds(verdict("service_discovery", procs,
+                             { kill, { 20, "probe_sd", { nodes = node("c1-1", 1, 1, false) } } }))
+        assert.equal(1, v["service_discovery: JSON not Curator's"], d)
+        -- an update that never reached the node (untouched for 2 session timeouts + 2 s)
+        local updated = { { 1, "sd_reg", { id = "c1-1", v = 1 } },
+                          { 2, "sd_update", { id = "c1-1", v = 2 } },
+                          { 2.2, "sd_view", { insts = "c1-1@1:1", sid = "s1" } } }
+        v, d = kinds(verdict("service_discovery", { ["1.1"] = updated },
+                             { { 12, "probe_sd", { nodes = node("c1-1", 1, 1) } } }))
+        assert.equal(1, v["service_discovery: registration stale"], d)
+        -- a provider's pick its view does not list
+        procs["1.1"][4] = { 8, "sd_get", { id = "c2-1" } }
+        v, d = kinds(verdict("service_discovery", procs, probe))
+        assert.equal(1, v["service_discovery: provider picked outside its view"], d)
     end)
 end)

@@ -436,6 +436,60 @@ describe("lock cohort #zk", function()
         assert.same({}, (c:children("/l")))
     end)
 
+    it("gives a seat a line position's interface: interrupt ends a wait in the queue or the line",
+       function()
+        local other = zk.client { chroot = root, session_timeout = 10 }
+        local remote = other:lock("/l")
+        assert(remote:acquire(5))     -- the cohort's leader waits in the line
+        local d = line.driver { marker = "lock-", rule = require("zkcoord.line.rules").first }
+        local new = cohort.positions({ cohort = true }, d)
+        local a, b = new(c, "/l", d, {}), new(c, "/l", d, {})
+        local res = {}
+        c:spawn(function() res.a = { a:enter(10) } end)
+        c:spawn(function() res.b = { b:enter(10) } end)
+        c:spawn(function()
+            c:sync("/")      -- a joins the line for the cohort, b queues behind it
+            res.through = a:is_through()
+            b:interrupt()
+            a:interrupt()
+        end)
+        assert.is_true(c:run(20))
+        assert.is_false(res.through)
+        assert.same({ nil, "interrupted" }, res.b)
+        assert.same({ nil, "interrupted" }, res.a)
+        assert.same({ remote:node():match("[^/]+$") }, (c:children("/l")))
+        assert(remote:release())
+        local s = new(c, "/l", d, {})    -- the cohort is idle again
+        assert.same({ true }, { s:enter(5) })
+        assert.is_true(s:is_through())
+        local z, n = s:token()
+        assert.equal(s:stat().czxid, z)
+        assert.equal(0, n)
+        s:leave()
+        assert.is_false(s:is_through())
+        assert.same({ nil, "notheld" }, { s:token() })
+        assert.truthy(zk.wait_until(function() return #c:children("/l") == 0 end, 5, c))
+    end)
+
+    it("ends a seat's enter() interrupted while it is handed the node: the node goes on", function()
+        local d = line.driver { marker = "lock-", rule = require("zkcoord.line.rules").first }
+        local new = cohort.positions({ cohort = true }, d)
+        local a, b = new(c, "/l", d, {}), new(c, "/l", d, {})
+        assert.same({ true }, { a:enter(5) })
+        local res = {}
+        c:spawn(function() res.b = { b:enter(10) } end)
+        c:spawn(function()
+            c:sync("/")      -- b is queued
+            a:leave()        -- hands the node to b, which has not resumed yet
+            b:interrupt()
+        end)
+        assert.is_true(c:run(20))
+        assert.same({ nil, "interrupted" }, res.b)
+        assert.is_false(b:is_through())
+        assert.truthy(zk.wait_until(function() return #c:children("/l") == 0 end, 5, c),
+                      "the node was not let go")
+    end)
+
     it("is reentrant per owner", function()
         local lock = c:lock("/l", { cohort = true })
         assert(lock:acquire(5))
@@ -576,9 +630,7 @@ describe("lock cohort #zk", function()
             c:sync("/")      -- B and C queued (their watches answered)
             assert(zk.admin():delete(root .. L.A:node()))
             zk.proc.sleep(0.3)     -- the delete reaches the process, unread
-            local h = L.A._holds.A
-            h:forget()
-            cohort.release(h)      -- what an nginx request's Tie:leave does
+            L.A._holds.A.q:leave()      -- what an nginx request's tie does
         end)
         assert.is_true(c:run(20))
         assert.same({ true }, res.B)

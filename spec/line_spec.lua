@@ -263,6 +263,32 @@ describe("line drivers #zk", function()
         w:leave()
     end)
 
+    it("a waiter whose node went says in the log that it joins again at the end", function()
+        local logs = {}
+        local lc = zk.client { chroot = root, logger = function(level, msg)
+            logs[#logs + 1] = level .. ": " .. msg
+        end }
+        local holder = line.new(other, "/m", ONE)
+        assert.is_true(holder:enter(2))
+        local w, done, first = line.new(lc, "/m", ONE), nil, nil
+        lc:spawn(function() done = { w:enter(10) } end)
+        lc:spawn(function()
+            lc:waiter():sleep(0.3)
+            first = w:node()
+            assert.truthy(first)
+            assert(other:delete(first))
+            lc:waiter():sleep(0.3)     -- it joins again behind the holder
+            holder:leave()
+        end)
+        assert.is_true(lc:run(10))
+        assert.same({ true }, done)
+        assert.not_equal(first, w:node())
+        local said = table.concat(logs, "\n")
+        assert.truthy(said:find("warn: line /m: our node " .. first:match("[^/]+$")
+                                .. " is missing from the line", 1, true), said)
+        w:leave()
+    end)
+
     it("enter_step never waits for others: false with one watch, wake() when the line moves",
        function()
         local woke = 0

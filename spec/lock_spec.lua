@@ -228,6 +228,25 @@ describe("lock #zk", function()
         assert.is_false(lock:held())
     end)
 
+    it("reports a deleted node through an on_lost registered while its owner waited", function()
+        local holder = c:lock("/l", { owner = "holder" })
+        assert(holder:acquire(5))
+        local lock = c:lock("/l", { owner = "waiter" })
+        local reason, got
+        c:spawn(function() got = { lock:acquire(5) } end)
+        c:spawn(function()
+            c:sync("/")     -- the waiter is in line
+            lock:on_lost(function(r) reason = r end)
+            assert(holder:release())
+        end)
+        assert.is_true(c:run(10))
+        assert.same({ true }, got)
+        zk.admin():delete(root .. "/" .. lock:node():match("^/(.*)$"))
+        assert.truthy(zk.wait_until(function() return reason ~= nil end, 5, c),
+                      "on_lost was not told")
+        assert.equal("deleted", reason)
+    end)
+
     it("a connection cut during create leaves no ghost node", function()
         local port = tonumber(zk.hosts():match(":(%d+)"))
         local proxy = assert(tcpproxy.start("127.0.0.1", port))

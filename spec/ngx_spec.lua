@@ -396,6 +396,16 @@ function _M.clock()
             ngx.exit(499)
         end)
     end
+    if args.block then
+        -- After `block` s, this worker runs a timer that keeps it busy 1 s
+        -- (a worker the machine's load held back): the clock moves on, the
+        -- ticker's timer runs right after it, before nginx looks at its
+        -- connections again.
+        ngx.timer.at(tonumber(args.block), function()
+            local t = ngx.now() + 1
+            repeat ngx.update_time() until ngx.now() >= t
+        end)
+    end
     local c = assert(zn.client())
     local lock = c:lock(ROOT .. "/" .. name, { cohort = true })
     d:incr(name .. ":queued", 1, 0)
@@ -1579,6 +1589,30 @@ describe("ngx #zk #ngx", function()
         end, 5), "a node is left")
         no_crash(B)
         B:destroy()
+    end)
+
+    it("cohort: an aborted waiter's on_abort runs, also when its worker was held back meanwhile", function()
+        -- One worker: the second request waits in the first one's cohort.
+        local I = start { workers = 1 }
+        local holder_client = zk.client { session_timeout = 10 }
+        local holder = holder_client:lock(root .. "/cpk")
+        assert(holder:acquire(5))
+        local b1 = I:fire({ "/clock_abortable?name=cpk&hold=0&abortable=1" })
+        assert.truthy(zk.wait_until(function() return fence("cpk", I).queued == 1 end, 10))
+        local b2 = I:fire({ "/clock_abortable?name=cpk&hold=0&abortable=1&block=0.3" })
+        assert.truthy(zk.wait_until(function() return fence("cpk", I).queued == 2 end, 10))
+        -- The worker is busy from 0.3 s to 1.3 s after the second request:
+        -- both clients go away meanwhile, and the worker's ticker runs
+        -- before nginx reads its connections again.
+        proc.sleep(0.5)
+        b1:abort()
+        b2:abort()
+        assert.truthy(zk.wait_until(function() return fence("cpk", I).aborted == 2 end, 10),
+                      "an abort did not reach its request: " .. I:log_tail())
+        assert(holder:release())
+        holder_client:close()
+        no_crash(I)
+        I:destroy()
     end)
 
     it("cohort: rwlock readers aborted while waiting (their leaders too) leave nothing behind", function()

@@ -68,6 +68,33 @@ describe("persistent_node #zk", function()
         n:close()
     end)
 
+    -- A set whose reply is lost may or may not have been applied, and the
+    -- node stays in the same session: it used to keep the older data until
+    -- the session ended (only a re-creation wrote the latest), so a service
+    -- registration's update could stay unseen for good.
+    it("a set that failed on a connection loss is written once connected again", function()
+        local tcpproxy = require "helpers.tcpproxy"
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, session_timeout = 4, chroot = root }
+        local n = pc:persistent_node("/svc/s", "v1")
+        assert.is_true(n:wait(5))
+        local sid = pc:session_id()
+        proxy:blackhole()
+        local stat, err = n:set("v2")
+        assert.is_nil(stat)
+        assert.truthy(require("zkcoord.errors").unknown_outcome[err], err)
+        assert.equal("v1", (other:get("/svc/s")))   -- the black hole took the request
+        proxy:pass()
+        assert.truthy(zk.wait_until(function() return pc:state() == "connected" end, 8, pc))
+        assert.equal(sid, pc:session_id())
+        -- within a session timeout of the reconnect
+        assert.truthy(zk.wait_until(function() return present(other, "/svc/s", "v2") end, 4, pc),
+                      "the node still has " .. tostring(other:get("/svc/s")))
+        n:close()
+        pc:close()
+        proxy:stop()
+    end)
+
     it("waits for another session's node at its path, then takes over", function()
         assert(other:create("/svc/c", "theirs", { ephemeral = true, parents = true }))
         local n = c:persistent_node("/svc/c", "ours")

@@ -241,6 +241,38 @@ describe("service_discovery #nosan", function()
         sd:close()
     end)
 
+    -- An update whose request was lost used to stay off the node for as long
+    -- as the session lived (kept only for a re-creation): every view kept
+    -- the old payload.
+    it("an update that failed on a connection loss reaches the views once connected again",
+       function()
+        local base = root .. "/services"
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
+        local pc = zk.client { servers = proxy.hosts, session_timeout = 4 }
+        local reg = pc:service_discovery(base):register{ name = "api", id = "u", address = "h",
+                                                         port = 1, payload = { v = 1 } }
+        assert(reg:wait(5))
+        local view = c:service_discovery(base)
+        local seen
+        assert(view:on_change("api", function(l) seen = l[1] and l[1].payload.v end))
+        assert.equal(1, seen)
+        local sid = pc:session_id()
+        proxy:blackhole()
+        local ok, err = reg:update{ payload = { v = 2 } }
+        assert.is_nil(ok)
+        assert.truthy(require("zkcoord.errors").unknown_outcome[err], err)
+        proxy:pass()
+        assert.truthy(zk.wait_until(function() return pc:state() == "connected" end, 8, pc))
+        assert.equal(sid, pc:session_id())
+        -- within a session timeout of the reconnect
+        assert.truthy(zk.wait_until(function() pc:dispatch(0.01) return seen == 2 end, 4, c),
+                      "the view still has v=" .. tostring(seen))
+        view:close()
+        reg:unregister()
+        pc:close()
+        proxy:stop()
+    end)
+
     it("a view converges after a connection loss", function()
         local base = root .. "/services"
         local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))

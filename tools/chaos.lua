@@ -1,6 +1,7 @@
 -- tools/chaos.lua: the chaos run. Contenders use the recipes of the catalog
 -- (lock, rwlock, counter, cohort lock and rwlock, multi-lock, semaphore,
--- barrier, double barrier, work queue, group, partitioner, persistent node)
+-- barrier, double barrier, work queue, group, partitioner, persistent node,
+-- service discovery, lease, multi-lease)
 -- while faults are injected; the checker (tools/chaos/check.lua) then proves
 -- from the logs that each kept its promises.
 --
@@ -11,13 +12,14 @@
 -- --recipes: a comma-separated part of the catalog (tools/chaos/recipes.lua:
 -- lock, rwlock, counter, cohort_lock, cohort_rwlock, multi_lock, semaphore,
 -- barrier, double_barrier, work_queue, group, partitioner, persistent_node,
--- election),
+-- service_discovery, lease, multi_lease, election),
 -- default all of it. Each recipe beyond the lock family has its part of the
 -- run in tools/chaos/recipe/<name>.lua and its checker in
--- tools/chaos/check/<name>.lua; group, partitioner and
--- persistent node are also probed on the server by the driver every second,
--- and the run settles (no fault for 3 session timeouts + 2 s) before the
--- end, so that their stable state is checked.
+-- tools/chaos/check/<name>.lua; group, partitioner, persistent node and
+-- service discovery are also probed on the server by the driver every
+-- second, and the run settles (no fault for 3 session timeouts + 2 s; DIR/quiet
+-- tells the contenders to stop changing registrations) before the end, so
+-- that their stable state is checked.
 --
 -- Defaults: 600 s, 8 contenders, a random seed (printed), session timeout
 -- 4 s. Starts a 3-node ZooKeeper ensemble on 127.0.0.1; for each contender

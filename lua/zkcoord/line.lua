@@ -460,6 +460,16 @@ local function disarm(self, armed)
 end
 
 
+-- Our node is not in a listing sent after it was made: gone (deleted, or
+-- its session ended). We join again, at the end of the line: said in the
+-- log, since the waiters that came after us are now served first.
+function _M:_missing()
+    self.client:log("warn", ("line %s: our node %s is missing from the line: joining again, "
+                             .. "at its end"):format(self.path, tostring(self._name)))
+    self:_forget()
+end
+
+
 -- Asks the rule about a fresh listing. Returns "through"; "again" (our
 -- node is gone: join again), nil, the armed line watch; or "judged" (the
 -- verdict still to be checked) or "scanned" (the driver's one-pass scan
@@ -474,7 +484,7 @@ function _M:_decide(names, armed, b)
         local v = join.view(b, d, names)
         local me = v.index[self._name]
         if not me then
-            self:_forget()
+            self:_missing()
             return "again", nil, armed
         end
         local verdict = self.rule(v.entries, me, self)    -- a built-in: reads only
@@ -488,7 +498,7 @@ function _M:_decide(names, armed, b)
     elseif d.scan then
         local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
         if verdict == nil then
-            self:_forget()
+            self:_missing()
             return "again", nil, armed
         elseif verdict == true then
             disarm(self, armed)
@@ -500,8 +510,7 @@ function _M:_decide(names, armed, b)
     local entries = self:parse(names)
     local me = index_of(entries, self._name)
     if not me then
-        -- Our node is gone (deleted, or its session ended): join again.
-        self:_forget()
+        self:_missing()
         return "again", nil, armed
     end
     local rok, verdict = pcall(self.rule, entries, me, self)

@@ -123,7 +123,10 @@ function _M.new(client, path, opts, driver, pick)
         _opts = opts,
         _driver = driver,
         _pick = pick,
-        -- owner -> { q = line position, count = n }; weak: an owner that
+        -- function(client, path, driver, opts) -> a position for one
+        -- acquire: a line position, or with cohort = true a cohort seat
+        _positions = cohort.positions(opts, driver),
+        -- owner -> { q = position, count = n }; weak: an owner that
         -- is gone (an ended request) cannot release, its node goes anyway.
         -- A lost hold stays until its owner's next release (which answers
         -- "lost") or acquire (which replaces it).
@@ -223,21 +226,17 @@ local function revoke_reply(h)
 end
 
 -- Reads the node's data with a watch, without waiting (no round trip added
--- to acquire); armed only while someone listens, as on_lost is.
+-- to acquire); armed only while someone listens, as on_lost is. A position
+-- that watches revocation requests itself (a cohort seat: one watch per
+-- node for all its holders) is asked to tell instead.
 watch_revoke = function(h)
-    local node = h.q:node()
+    local q = h.q
+    if q.on_revoke then
+        return q:on_revoke(revoke_requested, h)
+    end
+    local node = q:node()
     if node then
         h.lock.client:send("get", node, revoke_watcher(h)):on_done(revoke_reply(h))
-    end
-end
-
-
--- A cohort hold whose owner is gone (its nginx request ended): no release
--- will come, so the lock forgets it (cohort.lua calls h:forget()).
-local function forget_hold(h)
-    local holds = h.lock._holds  -- same class
-    if holds[h.owner] == h then
-        holds[h.owner] = nil
     end
 end
 
@@ -262,22 +261,7 @@ function _M:acquire(timeout)
     if pick then
         d = pick(self) or d    -- may raise: error(msg, 3) blames our caller
     end
-    if self._opts.cohort and d == self._driver then
-        h = { count = 1, lock = self, owner = owner, forget = forget_hold,
-              opts = self._opts, lost_fns = self._lost_fns, revoke_fns = self._revoke_fns }
-        local ok, err = cohort.acquire(self.client, self.path, d, h, timeout)
-        count_acquire(self, t0, ok, err)
-        if not ok then
-            return nil, err
-        end
-        h.held_since = now()    -- metrics (cohort.listen sets h.granted: its own flag)
-        -- a grant with no write of ours is a local handoff (cohort.lua numbers them)
-        self._metrics:cohort_handoff(self.path, (h.n or 0) > 0 and "local" or "remote")
-        self._holds[owner] = h
-        cohort.listen(h)     -- revocation requests, if on_revoke is registered
-        return true
-    end
-    local q = line.new(self.client, self.path, d, self._opts.data)
+    local q = self._positions(self.client, self.path, d, self._opts)
     h = { q = q, count = 1, lock = self, owner = owner }
     if #self._lost_fns > 0 then
         h.watched = true
@@ -291,6 +275,10 @@ function _M:acquire(timeout)
         return nil, err
     end
     h.held_since = now()
+    if not h.watched and #self._lost_fns > 0 then
+        h.watched = true     -- on_lost was registered while we waited
+        q:on_lost(hold_lost, h)
+    end
     self._holds[owner] = h
     if #self._revoke_fns > 0 then
         h.revoke_watched = true
@@ -318,9 +306,7 @@ function _M:release()
     if not h.q:is_through() then
         self._holds[owner] = nil
         count_lost(h, "lost")
-        if h.cohort then
-            cohort.release(h)    -- the cohort learns it too, if it had not
-        end
+        h.q:leave()    -- nothing for a lost line position; a cohort learns it too
         return nil, contract.is_closed(self.client) and "closed" or "lost"
     end
     h.count = h.count - 1
@@ -329,11 +315,7 @@ function _M:release()
     end
     self._holds[owner] = nil
     self._metrics:lock_hold(self.path, now() - h.held_since)
-    if h.cohort then
-        cohort.release(h)    -- to the next local owner, or the node goes
-    else
-        h.q:leave()
-    end
+    h.q:leave()    -- a cohort seat: to the next local owner, or the node goes
     return true
 end
 
@@ -366,11 +348,11 @@ end
 ---@return number|nil token, string|integer|nil err_or_n
 function _M:token()
     check_self(self, "token")
-    local h = live_hold(self, self:_owner())
+    local h = self._holds[self:_owner()]
     if not h then
         return nil, "notheld"
     end
-    return h.q:stat().czxid, h.n
+    return h.q:token()    -- nil, "notheld" once it is not through (one check)
 end
 
 
@@ -397,9 +379,7 @@ function _M:on_lost(fn)
     util.add_fn(self._lost_fns, fn, "on_lost")
     -- Holds granted before: watch their nodes from now on.
     for _, h in pairs(self._holds) do
-        if h.cohort then
-            cohort.watch_lost(h)
-        elseif not h.watched then
+        if not h.watched then
             h.watched = true
             h.q:on_lost(hold_lost, h)
         end
@@ -417,9 +397,7 @@ function _M:on_revoke(fn)
     check_self(self, "on_revoke")
     util.add_fn(self._revoke_fns, fn, "on_revoke")
     for _, h in pairs(self._holds) do
-        if h.cohort then
-            cohort.listen(h)
-        elseif not h.revoke_watched then
+        if not h.revoke_watched then
             h.revoke_watched = true
             watch_revoke(h)
         end

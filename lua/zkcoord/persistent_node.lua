@@ -80,6 +80,8 @@ function _M.new(client, path, data, opts)
         _evs = {},                       -- events of wait()s, set when the node is made
         _own = nil,                      -- the owned_node (ephemeral, not sequential)
         _blocked = false,                -- a persistent node of another holds our path
+        _data_owed = false,              -- a set may not have reached the node: write again
+        _writing = false,                -- that write is in flight
     }, mt)
     if self.ephemeral and not self.sequential then
         self._own = owned_node.new(client, path, { data = data, on_gone = own_gone(self) })
@@ -104,6 +106,7 @@ end
 function _M:_present(path)
     self._path, self._sid = path, self.client:session_id()
     self._blocked = false
+    self._data_owed = false          -- created (or adopted) with our latest data
     self:_wake()
 end
 
@@ -199,14 +202,14 @@ function _M:_ensure()
     end
     if self._own then
         if self._own:held() then
-            return
+            return self:_write_owed()
         end
         self._path = nil
     elseif self._path and self.ephemeral and self._sid ~= client:session_id() then
         self._path, self._watching = nil, nil   -- the session that owned it ended
     end
     if self._path and not self._own and self:_watch() then
-        return
+        return self:_write_owed()
     end
     self._busy = true
     local ok, err
@@ -349,7 +352,64 @@ function _M:path()
 end
 
 
---- Sets the node's data now (if present) and for every re-creation.
+-- The node's path while it is present in this session, for a write.
+function _M:_write_path()
+    if self._own then
+        return self._own:held() and self.want or nil
+    end
+    return self._path
+end
+
+
+local function owed_reply(self, data)
+    return function(stat, err)
+        self._writing = false
+        if stat then
+            if self.data == data then
+                self._data_owed = false
+            end
+            return self:_write_owed()     -- newer data owed meanwhile
+        elseif not (transient[err] or unknown_outcome[err]) then
+            self._data_owed = false       -- the node went: its re-creation has our data
+        end
+        -- failed on the connection again: the next "connected" tries (no loop)
+    end
+end
+
+
+-- A set that failed on the connection may or may not have reached the
+-- node, which stays in the same session: our latest data is written again
+-- in the background, now if connected, else at the next "connected"
+-- (Curator's PersistentNode writes its data again at every reconnect).
+function _M:_write_owed()
+    if not self._data_owed or self._writing or self._closed then
+        return
+    end
+    local path = self:_write_path()
+    if not path or self.client:state() ~= "connected" then
+        return
+    end
+    self._writing = true
+    self.client:send("set", path, self.data):on_done(owed_reply(self, self.data))
+end
+
+
+-- The reply of a set: one that failed on the connection is owed.
+local function set_result(self, stat, err)
+    if stat then
+        self._data_owed = false
+    elseif transient[err] or unknown_outcome[err] then
+        self._data_owed = true
+        self:_write_owed()
+    end
+    return stat, err
+end
+
+
+--- Sets the node's data now (if present) and for every re-creation. A set
+--- that fails on the connection (it may or may not have been applied)
+--- returns its error and is written again once connected in the same
+--- session.
 ---@return table|nil stat, string? err
 function _M:set(data)
     check_self(self, "set")
@@ -358,12 +418,12 @@ function _M:set(data)
     if self._q then
         self._q.data = data
     elseif self._own then
-        return self._own:set(data)
+        return set_result(self, self._own:set(data))
     end
     if not self._path then
         return nil, "nonode"
     end
-    return self.client:set(self._path, data)
+    return set_result(self, self.client:set(self._path, data))
 end
 
 

@@ -47,7 +47,8 @@
 --   the other recipes of the run (DIR/driver.log's config recipes=):
 --              chaos/check/<name>.lua each states and checks its promises
 --              (cohort_lock, cohort_rwlock, multi_lock, semaphore, barrier,
---              double_barrier, work_queue, group, partitioner, persistent_node;
+--              double_barrier, work_queue, group, partitioner, persistent_node,
+--              service_discovery, lease, multi_lease;
 --              chaos/check/stable.lua: when a state must have settled).
 --
 -- The parts: chaos/check/logs.lua reads the logs, chaos/check/rules.lua

@@ -166,6 +166,9 @@ local function settle(w)
     end
     servers_up(w)
     local quiet = 3 * w.st + 2
+    -- parts whose operations change a membership (service discovery's
+    -- registrations) stop changing it: the stable state is then one state
+    proc.write_file(w.dir .. "/quiet", "settling\n")
     w.dlog("settle", { secs = quiet })
     w.say(("chaos: no fault for %g s, then the stable state is probed"):format(quiet))
     local t_end = now() + quiet + 3

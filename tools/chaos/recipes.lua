@@ -7,7 +7,7 @@ local _M = {}
 
 _M.ALL = { "lock", "rwlock", "counter", "cohort_lock", "cohort_rwlock", "multi_lock",
            "semaphore", "barrier", "double_barrier", "work_queue", "group", "partitioner",
-           "persistent_node", "election" }
+           "persistent_node", "service_discovery", "lease", "multi_lease", "election" }
 
 local BUILTIN = { lock = true, rwlock = true, counter = true }
 

@@ -43,17 +43,30 @@ function _M.new(q, owner, hooks)
 end
 
 
---- Hands every queued record to the client, oldest first, without waiting.
-function Pump:drain()
+--- Hands every queued record to the client, oldest first, without waiting;
+--- at most `limit` of them when given (a waiter that must yield between
+--- batches: nginx). True when it stopped at the limit: more may be queued,
+--- and no new doorbell rings for them.
+function Pump:drain(limit)
     local q, rec, on_record, owner = self.q, self.rec, self.on_record, self.owner
     if not q:next(rec) then
-        return
+        return false
     end
-    repeat
+    local n, more = 1, false
+    while true do
         on_record(owner, rec)
-    until not q:next(rec)
+        if limit and n >= limit then
+            more = true
+            break
+        end
+        if not q:next(rec) then
+            break
+        end
+        n = n + 1
+    end
     -- Let go of the last record's values (data, lists, stat).
     rec.value, rec.stat, rec.extra, rec.path = false, false, false, false
+    return more
 end
 
 
@@ -63,11 +76,13 @@ function Pump:check_timers()
 end
 
 
---- Drains and keeps the timers: what a waiter does each time it wakes.
---- Callbacks are the waiter's to run (run_callbacks).
-function Pump:step()
-    self:drain()
+--- Drains (at most `limit` records, see drain) and keeps the timers: what
+--- a waiter does each time it wakes. Callbacks are the waiter's to run
+--- (run_callbacks). True when records may be left.
+function Pump:step(limit)
+    local more = self:drain(limit)
     self.on_timers(self.owner)
+    return more
 end
 
 
@@ -130,10 +145,16 @@ end
 
 
 --- Runs the queued callbacks in order, each protected: a failing one is
---- logged through the client and the others still run.
-function Pump:run_callbacks()
+--- logged through the client and the others still run. At most `limit`
+--- of them when given; true when some are left.
+function Pump:run_callbacks(limit)
     local cbs = self.callbacks
+    local n = 0
     while cbs.head <= cbs.tail do
+        if limit and n >= limit then
+            return true
+        end
+        n = n + 1
         local h = cbs.head
         local item = cbs[h]
         cbs[h] = nil
@@ -144,6 +165,7 @@ function Pump:run_callbacks()
         end
     end
     cbs.head, cbs.tail = 1, 0
+    return false
 end
 
 

@@ -50,10 +50,6 @@ end
 _M.lock = line.driver { marker = _M.LOCK, rule = rules.first, parents = "persistent",
                         prefix = _M.prefix }
 
---- An election's rejoin: the same nodes, through once ours is in the line.
-_M.join = line.driver { marker = _M.LOCK, rule = rules.always, parents = "persistent",
-                        prefix = _M.prefix }
-
 --- The rwlock's names (zkcoord.rwlock builds its drivers from them), the
 --- parents its drivers make and their prefix.
 _M.rwlock = { read = _M.READ, write = _M.LOCK, downgrade = _M.DOWNGRADE,

@@ -11,14 +11,34 @@
 -- 10,000 coroutines joining at once cost a few listings, not 10,000, and
 -- a built-in rule parses and sorts the listing once for all of them
 -- (`view`): each join finds its index instead of reading every name.
+-- Joins that do not come in one turn (nginx requests, accepted one or a
+-- few per turn of the event loop) share one too: while a listing of the
+-- parent is on its way, a new batch stays open and is sent by its first
+-- join whose create was answered, which comes after that listing's answer
+-- (one session answers in order). So one listing is in flight at a time:
+-- 10,000 requests joining one by one had each turn send a listing of up
+-- to 10,000 names, thousands of them, and the server fell behind for the
+-- whole session timeout.
 local drivers = require "zkcoord.line.driver"
+local now = require("zkcoord.core").now
 
-local setmetatable = setmetatable
+local setmetatable, max = setmetatable, math.max
 
 local _M = {}
 
 -- client -> { [parent] = the batch still open for joins }
 local OPEN = setmetatable({}, { __mode = "k" })
+-- client -> { [parent] = the batch whose listing was sent last }
+local SENT = setmetatable({}, { __mode = "k" })
+
+local function of(registry, client)
+    local t = registry[client]
+    if not t then
+        t = {}
+        registry[client] = t
+    end
+    return t
+end
 
 
 -- Sends the batch's listing (once) and closes it to new joins.
@@ -31,22 +51,23 @@ local function flush(b)
         open[b.parent] = nil
     end
     b.f = b.client:send("children", b.parent)
+    of(SENT, b.client)[b.parent] = b
 end
 
 
 --- The open batch of `client`'s joins of `parent`, for a join whose create
 --- was just sent.
 function _M.batch(client, parent)
-    local open = OPEN[client]
-    if not open then
-        open = {}
-        OPEN[client] = open
-    end
+    local open = of(OPEN, client)
     local b = open[parent]
     if not b then
-        b = { client = client, parent = parent, f = nil, views = nil, n = 0 }
+        local sent = of(SENT, client)[parent]
+        local busy = sent and not sent.f:is_done() and sent or nil
+        b = { client = client, parent = parent, f = nil, views = nil, n = 0, after = busy }
         open[parent] = b
-        client:waiter():defer(flush, b)
+        if not busy then
+            client:waiter():defer(flush, b)
+        end
     end
     b.n = b.n + 1    -- joins in the batch (one alone reads the listing in one pass)
     return b
@@ -55,6 +76,15 @@ end
 
 --- The batch's listing (names, or nil, err), waited for at most `timeout`.
 function _M.names(b, timeout)
+    local after = b.after
+    if after and not b.f then
+        b.after = nil
+        if not after.f:is_done() then   -- answered before our create, as a rule
+            local t0 = now()
+            after.f:wait(timeout)
+            timeout = timeout and max(0, timeout - (now() - t0))
+        end
+    end
     flush(b)
     return b.f:wait(timeout)
 end

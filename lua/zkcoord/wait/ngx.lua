@@ -24,22 +24,23 @@
 -- ngx.ctx reference was freed) or a wait whose coroutine was killed (its
 -- semaphore lost its waiter), and deletes their nodes; a node still held
 -- then is logged as a warning. The ticker also reaps waiting events and
--- runs the exit drain's step; this file is the waiter's API and its pump.
+-- runs the exit drain's step. The pump loops, their batches and the
+-- sentinel are zkcoord.wait.ngx.loop; this file is the waiter's API.
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
+local loop = require "zkcoord.wait.ngx.loop"
+local turn = require "zkcoord.wait.ngx.turn"
 local check_wait = require("zkcoord.util").check_wait
 local contract = require "zkcoord.contract"
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
-local setmetatable, tostring, pcall, pairs, next, type =
-    setmetatable, tostring, pcall, pairs, next, type
+local setmetatable, tostring, pcall, type = setmetatable, tostring, pcall, type
 local running = coroutine.running
 local get_phase = ngx.get_phase
-local log, ERR, WARN = ngx.log, ngx.ERR, ngx.WARN
+local log, ERR = ngx.log, ngx.ERR
 local LEVELS = { error = ngx.ERR, warn = ngx.WARN, info = ngx.INFO, debug = ngx.DEBUG }
 local arm, ctx_ref = ticker.arm, ticker.ctx_ref
-local restart_loop      -- below, with the loops
 
 local function get_ctx()
     return ngx.ctx
@@ -59,11 +60,8 @@ local FOREVER = 365 * 24 * 3600
 -- ngx.semaphore and cosockets take milliseconds as a C int: longer waits
 -- go in chunks.
 local MAX_WAIT = 86400         -- seconds per semaphore wait
-local READ_TIMEOUT = 2147483   -- seconds: the pump's read never times out
-                               -- in practice; timers and exits kick it
 
 _M.sock_dir = "/tmp"
-local counter = 0
 
 
 function _M.check_phase(what)
@@ -99,7 +97,7 @@ function _M.new(client, pump)
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
     }, mt)
-    local ok, err, detail = self:_start_pump()
+    local ok, err, detail = loop.start(self)
     if not ok then
         return nil, err, detail
     end
@@ -148,7 +146,7 @@ function Event:wait(timeout)
         w.parked = false
         w.idle:post(1)          -- wake the parked poll loop: someone waits now
     elseif not w.looping then
-        restart_loop(w)         -- the exit drain ended, and a request waits again
+        loop.restart(w)         -- the exit drain ended, and a request waits again
     end
     self.co = running()
     ticker.note_client(self)
@@ -169,6 +167,9 @@ function Event:wait(timeout)
     if w.live[self] then        -- else the reaper counted us as abandoned already
         w.live[self] = nil
         w.waiting = w.waiting - 1
+    end
+    if ok and turn.overdue() then
+        turn.pause()            -- let nginx poll before this request goes on
     end
     if self.cancelled then
         return self.is_set
@@ -199,7 +200,10 @@ end
 --- timer is where work that outlives it (leadership) belongs; there the
 --- node is only noted under its coroutine, so that a light thread killed
 --- while waiting in a line leaves it (ticker.lua, abandoned).
-function _M:track(e, path)
+--- `request_only`: only the end of the request lets go, not that rule (a
+--- lock cohort's seat, whose coroutine may wait on another's behalf).
+--- Returns true when tied.
+function _M:track(e, path, request_only)
     if get_phase() == "timer" then
         local co = running()
         local s = self.by_co[co]
@@ -207,9 +211,9 @@ function _M:track(e, path)
             s = { nodes = {} }     -- not in self.scopes: no request ends it
             self.by_co[co] = s
         end
-        e.scope, e.co = s, co
+        e.scope, e.co = s, not request_only and co or nil
         s.nodes[path] = e
-        return
+        return true
     end
     if not ctx_ref then
         return
@@ -228,9 +232,20 @@ function _M:track(e, path)
         self.by_ctx[ctx] = s
         self.scopes[s] = true
     end
-    e.scope, e.co = s, running()
+    e.scope, e.co = s, not request_only and running() or nil
     s.nodes[path] = e
     arm(self)
+    return true
+end
+
+
+--- Unties entry `e`, tracked as `path`, from the request (or timer) it
+--- was tied to, from any request or timer: a cohort seat that let go.
+function _M.untie(_, e, path)
+    local s = e.scope
+    if s and s.nodes[path] == e then
+        s.nodes[path] = nil
+    end
 end
 
 
@@ -276,11 +291,12 @@ end
 
 
 -- The runner: drains the queue, callbacks deferred meanwhile included (a
--- callback that waits lets others run, and they only append). Also when
--- fired premature (reload, quit): else the queue waits for the next defer,
--- or for close() in exit_worker, where callbacks cannot wait.
+-- callback that waits lets others run, and they only append), a batch at
+-- a time (zkcoord.wait.ngx.loop). Also when fired premature (reload,
+-- quit): else the queue waits for the next defer, or for close() in
+-- exit_worker, where callbacks cannot wait.
 local function run_deferred(_, self)
-    local ok, err = pcall(self.pump.run_callbacks, self.pump)
+    local ok, err = pcall(loop.run_callbacks, self)
     self.runner = false
     if not ok then
         log(ERR, "zkcoord: callbacks: ", err)
@@ -394,174 +410,6 @@ function _M:run(timeout)
         self.threads[parent] = nil
     end
     return done
-end
-
-
--- ---------------------------------------------------------------------------
--- The pump.
-
--- The sentinel: one far-future timer per worker, fired early (premature)
--- when the worker exits; it then kicks the doorbell of every open client.
--- Shared, and holding the clients' waiters weakly: a timer per client was
--- never freed (pending timers are capped per worker) and pinned its client.
-local waiters = setmetatable({}, { __mode = "k" })
-local sentinel = false          -- its timer is pending
-
-local function sentinel_fired(premature)
-    sentinel = false
-    if not premature then           -- a year went by
-        if next(waiters) then
-            sentinel = ngx.timer.at(FOREVER, sentinel_fired) and true or false
-        end
-        return
-    end
-    for w in pairs(waiters) do
-        if not contract.is_closed(w.client) then
-            w.pump:kick()
-        end
-    end
-end
-
-
--- Runs self[method] (a loop) in a timer of its own; `looping` is true
--- until it returns. Returns ngx.timer.at's ok, err.
-local function start_loop(self, method)
-    self.looping = true
-    local ok, err = ngx.timer.at(0, function(premature)
-        if not premature then
-            self[method](self)
-        end
-        self.looping = false
-    end)
-    if not ok then
-        self.looping = false
-    end
-    return ok, err
-end
-
-
-function _M:_start_pump()
-    -- An exiting worker needs none: the early firing is over.
-    if not sentinel and not ngx.worker.exiting() then
-        local ok, err = ngx.timer.at(FOREVER, sentinel_fired)
-        if not ok then
-            return nil, "systemerror", "cannot start the nginx sentinel timer: " .. tostring(err)
-        end
-        sentinel = true
-    end
-    local ok, err = start_loop(self, "_pump_loop")
-    if not ok then
-        return nil, "systemerror", "cannot start the nginx pump timer: " .. tostring(err)
-    end
-    waiters[self] = true
-    return true
-end
-
-
-function _M:_connect_doorbell()
-    local q = self.pump
-    counter = counter + 1
-    local path = ("%s/zkcoord.%d.%d.sock"):format(_M.sock_dir, ngx.worker.pid(), counter)
-    local ok, err, detail = q:listen_unix(path)
-    if not ok then
-        return nil, tostring(err) .. ": " .. tostring(detail)
-    end
-    local sock = ngx.socket.tcp()
-    ok, err = sock:connect("unix:" .. path)
-    if not ok then
-        q:close_doorbell()
-        return nil, err
-    end
-    ok, err, detail = q:accept_unix()      -- unlinks the path
-    if not ok then
-        sock:close()
-        q:close_doorbell()
-        return nil, tostring(err) .. ": " .. tostring(detail)
-    end
-    return sock
-end
-
-
-function _M:_pump_loop()
-    local client, pump = self.client, self.pump
-    local sock, err = self:_connect_doorbell()
-    if not sock then
-        log(WARN, "zkcoord: no doorbell socket (", err, "); falling back to polling")
-        return self:_poll_loop()
-    end
-    self.pumping = true
-    while true do
-        if ngx.worker.exiting() then
-            -- Drain by polling: no socket read timeouts (each one logs an
-            -- error line), and waiters whose request was aborted are reaped.
-            self.pumping = false
-            sock:close()
-            return self:_poll_loop()
-        end
-        sock:settimeout(READ_TIMEOUT * 1000)
-        local data, rerr = sock:receiveany(4096)
-        if not data and rerr ~= "timeout" then
-            break                          -- closed: the client was closed
-        end
-        local ok, perr = pcall(pump.step, pump)
-        if not ok then
-            log(ERR, "zkcoord: pump: ", perr)
-        end
-        if client:state() == "suspended" then
-            arm(self)                      -- the session timer runs in the ticker
-        end
-        if contract.is_closed(client) then
-            break
-        end
-    end
-    self.pumping = false
-    sock:close()
-end
-
-
--- The exit drain ends when no request waits; a request of the exiting
--- worker that then waits again (a lock's waiter re-reading the line after
--- its turn came) would have no loop to wake it: poll again. A timer with
--- no delay may still be made while the worker exits.
-function restart_loop(self)
-    if contract.is_closed(self.client) then
-        return
-    end
-    local ok, err = start_loop(self, "_poll_loop")
-    if not ok then
-        log(ERR, "zkcoord: cannot restart the poll loop: ", err)
-    end
-end
-
-
--- Fallback (and the exit drain): poll with a step that grows while nothing
--- arrives and starts again at 1 ms when something did; parked on a
--- semaphore while nobody waits (a new waiter wakes it).
-function _M:_poll_loop()
-    local client, pump = self.client, self.pump
-    local step = 0.001
-    while not contract.is_closed(client) do
-        local sets = self.sets
-        local ok, perr = pcall(pump.step, pump)
-        if not ok then
-            log(ERR, "zkcoord: pump: ", perr)
-        end
-        if ngx.worker.exiting() and ticker.drained(self) then
-            break
-        end
-        if self.sets ~= sets then
-            step = 0.001
-        end
-        if self.waiting > 0 then
-            ngx.sleep(step)
-            step = step < 0.05 and step * 2 or 0.05
-        else
-            step = 0.001
-            self.parked = true
-            self.idle:wait(0.05)
-            self.parked = false
-        end
-    end
 end
 
 

@@ -16,14 +16,20 @@
 --    warning, since the request should have released it;
 --  * a client that went away wakes its waiter as a timeout would: nginx
 --    sees it only with lua_check_client_abort on, so the reaper peeks, at
---    most every PEEK_EVERY seconds (one recv() per waiting request);
+--    most every PEEK_EVERY seconds (one recv() per waiting request), and
+--    wakes a waiter whose client two peeks in a row saw gone (nginx's own
+--    check, and the user's on_abort, come first);
 --  * while the worker exits, a set event not yet resumed no longer counts
---    as waiting, so the drain ends.
+--    as waiting, so the drain ends;
+--  * a visit of thousands (10,000 waiters: 20 ms with the peeks) pauses
+--    when the worker is overdue (zkcoord.wait.ngx.turn), over a list of
+--    what was there when it began: what went meanwhile is skipped.
 -- Functions take the waiter as `self`: this module is part of the
 -- waiter's class and reads its fields (zkcoord.wait.ngx's `new` lists
 -- them). It touches ngx only when called, so it loads outside nginx.
-local contract = require "zkcoord.contract"
 local ngx = ngx
+local turn = require "zkcoord.wait.ngx.turn"
+local contract = require "zkcoord.contract"
 local pcall, pairs, next, type = pcall, pairs, next, type
 
 local _M = { _VERSION = require("zkcoord.version") }
@@ -129,21 +135,43 @@ local function drop(client, path, e, why)
 end
 
 
+-- Entries visited between two looks at the clock.
+local CHUNK = 256
+
+--- The keys of set `t`, in a list: a visit that pauses must not walk the
+--- set itself, which others change meanwhile.
+function _M.snapshot(t)
+    local list, n = {}, 0
+    for k in pairs(t) do
+        n = n + 1
+        list[n] = k
+    end
+    return list
+end
+
+
 --- Requests that ended: their nodes go. A request whose nodes all went
 --- normally is forgotten (a later node makes a new scope).
-function _M.end_scopes(self)
+function _M.end_scopes(self, yieldable)
     local client = self.client
-    for s in pairs(self.scopes) do
-        if ctx_tables[s.ref] ~= s.ctx then
-            for path, e in pairs(s.nodes) do
-                drop(client, path, e, "the request ended")
-            end
-            s.nodes = {}
+    local scopes = _M.snapshot(self.scopes)
+    for i = 1, #scopes do
+        local s = scopes[i]
+        if yieldable and i % CHUNK == 0 and turn.overdue() then
+            turn.pause()
         end
-        if next(s.nodes) == nil then
-            self.scopes[s] = nil
-            if self.by_ctx[s.ctx] == s then
-                self.by_ctx[s.ctx] = nil
+        if self.scopes[s] then      -- else forgotten by a visit during our pause
+            if ctx_tables[s.ref] ~= s.ctx then
+                for path, e in pairs(s.nodes) do
+                    drop(client, path, e, "the request ended")
+                end
+                s.nodes = {}
+            end
+            if next(s.nodes) == nil then
+                self.scopes[s] = nil
+                if self.by_ctx[s.ctx] == s then
+                    self.by_ctx[s.ctx] = nil
+                end
             end
         end
     end
@@ -194,10 +222,54 @@ local function abandon(self, ev, was_set)
 end
 
 
+-- One waiting event of the reaper's visit (see reap).
+local function visit(self, ev, exiting, peek)
+    if ev.is_set then
+        -- Set, but its coroutine may never resume: its request was
+        -- aborted just after the set (a reply arriving after the
+        -- abort). While the worker exits it no longer counts as
+        -- waiting (or the exit drain would never end); a live
+        -- coroutine resumes within a loop iteration, so one still not
+        -- resumed a second after the set is gone: its positions leave.
+        if ev.sema:count() >= 0 then
+            local stale = ev.set_at and ngx.now() - ev.set_at > 1
+            if exiting or stale then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                if stale then
+                    abandon(self, ev, true)
+                end
+            end
+        end
+    else
+        if ev.sema:count() >= 0 then
+            self.live[ev] = nil
+            self.waiting = self.waiting - 1
+            abandon(self, ev, false)
+        elseif peek and ev.fd and client_gone(ev.fd) then
+            -- Ended at the next peek, if it still waits: with
+            -- lua_check_client_abort on, nginx's own check must come
+            -- first (the user's on_abort). A peek can see the close
+            -- before nginx reads it (a worker held back between its
+            -- poll and its timers), and a wait ended here could let
+            -- the request answer and end before that read.
+            if ev.gone_seen then
+                self.live[ev] = nil
+                self.waiting = self.waiting - 1
+                ev.cancelled = true
+                ev.sema:post(1)
+            else
+                ev.gone_seen = true
+            end
+        end
+    end
+end
+
+
 --- Visits every waiting event: one whose coroutine is gone (its semaphore
 --- has no waiter and was never posted) is abandoned; one whose client
 --- closed its connection is woken, its wait failing as a timeout would.
-function _M.reap(self)
+function _M.reap(self, yieldable)
     local exiting = ngx.worker.exiting()
     local peek = false
     if client_gone then
@@ -206,35 +278,14 @@ function _M.reap(self)
             peek, self.next_peek = true, t + PEEK_EVERY
         end
     end
-    for ev in pairs(self.live) do
-        if ev.is_set then
-            -- Set, but its coroutine may never resume: its request was
-            -- aborted just after the set (a reply arriving after the
-            -- abort). While the worker exits it no longer counts as
-            -- waiting (or the exit drain would never end); a live
-            -- coroutine resumes within a loop iteration, so one still not
-            -- resumed a second after the set is gone: its positions leave.
-            if ev.sema:count() >= 0 then
-                local stale = ev.set_at and ngx.now() - ev.set_at > 1
-                if exiting or stale then
-                    self.live[ev] = nil
-                    self.waiting = self.waiting - 1
-                    if stale then
-                        abandon(self, ev, true)
-                    end
-                end
-            end
-        else
-            if ev.sema:count() >= 0 then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
-                abandon(self, ev, false)
-            elseif peek and ev.fd and client_gone(ev.fd) then
-                self.live[ev] = nil
-                self.waiting = self.waiting - 1
-                ev.cancelled = true
-                ev.sema:post(1)
-            end
+    local live = _M.snapshot(self.live)
+    for i = 1, #live do
+        local ev = live[i]
+        if yieldable and i % CHUNK == 0 and turn.overdue() then
+            turn.pause()
+        end
+        if self.live[ev] then       -- else resumed, or reaped, during our pause
+            visit(self, ev, exiting, peek)
         end
     end
 end
@@ -244,16 +295,18 @@ local reap = _M.reap
 local arm
 
 local function tick(premature, self)
-    self.ticking = false
     local client = self.client
     if contract.is_closed(client) then
+        self.ticking = false
         return
     end
+    -- `ticking` stays true while the visit pauses: one tick at a time.
     local ok, err = pcall(function()
-        reap(self)
-        end_scopes(self)
+        reap(self, not premature)
+        end_scopes(self, not premature)
         self.pump:check_timers()
     end)
+    self.ticking = false
     if not ok then
         ngx.log(ngx.ERR, "zkcoord: tick: ", err)
     end
