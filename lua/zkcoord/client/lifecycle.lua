@@ -12,6 +12,7 @@ local checks = require "zkcoord.client.checks"
 local args = require "zkcoord.util.args"
 local future = require "zkcoord.client.future"
 local contract = require "zkcoord.client.contract"
+local deprecated = require("zkcoord.util.deprecated").deprecated
 
 local now = core.now
 local argerror, check_timeout = args.argerror, args.check_timeout
@@ -250,6 +251,20 @@ end
 -- @return number
 function contract.request_timeout(self)
     return self._request_timeout
+end
+
+
+-- Deprecated: `client:current_state()`, `client:is_closed()` and
+-- `client:request_timeout()` were on the reference's client page before
+-- they moved to zkcoord.contract; they keep working for this release and
+-- say so once.
+for _, name in ipairs({ "current_state", "is_closed", "request_timeout" }) do
+    local fn = contract[name]
+    _M[name] = function(self)
+        check_self(self, name)
+        deprecated(self, "client:" .. name .. "()", "zkcoord.contract." .. name .. "(client)")
+        return fn(self)
+    end
 end
 
 
