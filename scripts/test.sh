@@ -104,8 +104,17 @@ run_tls_sanitized() {
 queue=()
 if [ "$quick" = 0 ]; then queue+=("rock -"); fi
 for f in "${files[@]}"; do queue+=("normal $f"); done
+# The sanitizer run is for the C core: recipe specs whose C calls are the
+# client's plain operations (run under ASan by the client, session,
+# outage, nginx, fuzz and soak specs) run with the normal build only, to
+# keep the suite within its 7 minutes (about 200 s of jobs).
+nosan=" spec/work_queue_spec.lua spec/cohort_spec.lua spec/partitioner_spec.lua"
+nosan+=" spec/election_spec.lua spec/semaphore_spec.lua spec/lock_spec.lua"
+nosan+=" spec/barrier_spec.lua spec/cache_spec.lua "
 if [ "$quick" = 0 ]; then
-  for f in "${files[@]}"; do queue+=("sanitized $f"); done
+  for f in "${files[@]}"; do
+    case $nosan in *" $f "*) ;; *) queue+=("sanitized $f") ;; esac
+  done
   for f in "${files[@]}"; do
     case $f in
       spec/tls_spec.lua|spec/sasl_spec.lua) queue+=("tls $f" "tls_sanitized $f") ;;
