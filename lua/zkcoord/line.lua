@@ -79,7 +79,7 @@
 -- delete, or its TTL.
 --
 -- Files: this one (positions, enter and its waits), line/driver.lua
--- (checking drivers, parsing a listing), line/rules.lua (rules, verdicts),
+-- (checking drivers), line/order.lua (a listing in line order), line/rules.lua (rules, verdicts),
 -- line/node.lua (our own node), line/walk.lua (a waiter's way down what it
 -- saw), line/join.lua (joins sharing a listing). zkcoord.queue is an alias of this module.
 -- An argument error raised inside a rule (a rule maker passed uncalled)
@@ -102,7 +102,7 @@ local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 
 local remaining, argerror, waker = deadlines.remaining, args.argerror, callbacks.waker
-local type, error, ipairs, pairs, setmetatable = type, error, ipairs, pairs, setmetatable
+local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
 local getmetatable, pcall = getmetatable, pcall
 local CLIENT_MT = contract.mt
 local ANY = rules.ANY
@@ -111,13 +111,6 @@ local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
 
-for _, part in ipairs({ node, walk }) do
-    for name, fn in pairs(part) do
-        if type(fn) == "function" and name:sub(1, 1) == "_" then
-            _M[name] = fn
-        end
-    end
-end
 
 
 local check_self = args.self_checker(mt, "line position", "q")
@@ -292,11 +285,18 @@ function _M:leave()
     check_self(self, "leave")
     local mine = self:_owns_node()
     self:_unwatch_step()
-    local n = self:_forget()
+    local n = node.forget(self)
     if n and mine then
         self.client:delete_guaranteed(n, nil, self.persistent)
     end
     return true
+end
+
+
+-- Is our node still ours? An ephemeral node lives as long as the session
+-- that created it; one that outlives sessions until someone deletes it.
+function _M:_owns_node()
+    return self.persistent or self._serial == contract.serial(self.client)
 end
 
 
@@ -348,9 +348,9 @@ function _M:is_through()
         return self._through and st ~= "closed"
     end
     if self._serial ~= contract.serial(c) or st == "lost" then
-        self:_lost("sessionexpired")    -- told before the answer, whatever the waiter
+        node.lost(self, "sessionexpired")    -- told before the answer, whatever the waiter
     elseif st == "closed" then
-        self:_lost("closed")            -- client:close() ended the session with our node
+        node.lost(self, "closed")            -- client:close() ended the session with our node
     end
     return self._through
 end
@@ -406,7 +406,7 @@ function _M:on_lost(fn, arg)
     fns[#fns + 1] = fn
     fns[#fns + 1] = arg
     if #fns == 2 and self._through and self._node then
-        self:_watch_own()
+        node.watch_own(self)
     end
 end
 
@@ -466,7 +466,7 @@ end
 function _M:_missing()
     self.client:log("warn", ("line %s: our node %s is missing from the line: joining again, "
                              .. "at its end"):format(self.path, tostring(self._name)))
-    self:_forget()
+    node.forget(self)
 end
 
 
@@ -610,7 +610,7 @@ function _M:enter(timeout)
             return nil, "interrupted"
         end
         if self._node and not self:_owns_node() then
-            self:_forget()    -- the session that owned it ended: join again
+            node.forget(self)    -- the session that owned it ended: join again
         end
         if not self._node then
             -- Joining again (our node went) only while there is time left.
@@ -620,7 +620,7 @@ function _M:enter(timeout)
             end
             joined = true
             local ok, res
-            ok, res, batch = self:_create(deadline)
+            ok, res, batch = node.create(self, deadline)
             if not ok then
                 disarm(self, armed)
                 return nil, res
@@ -695,11 +695,11 @@ function _M:enter_step(wake, timeout)
     local names, batch, armed
     for _ = 1, retries.MAX_RACES do
         if self._node and not self:_owns_node() then
-            self:_forget()    -- the session that owned it ended: join again
+            node.forget(self)    -- the session that owned it ended: join again
         end
         if not self._node then
             local ok
-            ok, names, batch = self:_create(deadline)
+            ok, names, batch = node.create(self, deadline)
             if not ok then
                 disarm(self, armed)
                 return nil, names
@@ -780,9 +780,9 @@ end
 -- Through: what enter() returns, and what the holder's watches need.
 function _M:_pass()
     self._through = true
-    self:_passed_here()
+    walk.passed_here(self)
     if #self._lost_fns > 0 then
-        self:_watch_own()
+        node.watch_own(self)
     end
     return true
 end
@@ -836,7 +836,7 @@ function _M:_wait_for(entry, deadline, epoch)
             ev, box = client:waiter():event(), {}
             wake = walk.typed_waker(ev, box)
             if from and self._below and self:_owns_node() then
-                self:_watch_mine()    -- its delete may let us through without a request
+                walk.watch_mine(self)    -- its delete may let us through without a request
             end
             local data, err = retries.retry(client, deadline, self:_policy(), read_entry, self,
                                          deadline, path, wake)
@@ -867,7 +867,7 @@ function _M:_wait_for(entry, deadline, epoch)
         elseif box.type ~= "deleted" then
             return true
         else
-            local nxt, nfrom = self:_walk(path, from, deadline)
+            local nxt, nfrom = walk.walk(self, path, from, deadline)
             if nxt == true then
                 return true, nil, nil, nil, true
             elseif not nxt then

@@ -3,8 +3,8 @@
 -- Creating it (pipelined with a listing of the line), finding it again
 -- when a create's reply was lost, deleting what a create we gave up on may
 -- have made, and watching it while through so that a delete or the end of
--- the session is reported to on_lost. The methods here are installed on
--- zkcoord.line's position class; they run with `self` a position.
+-- the session is reported to on_lost. Functions of a position (zkcoord.line
+-- calls them as node.create(q, ...)), not methods: no mixin.
 --
 -- Protection (Curator's protected mode, CURATOR-498): our node is named
 -- <prefix><marker><seq>, the prefix made of a fresh uuid (the driver's
@@ -48,16 +48,11 @@ local function ours(q, stat, sid)
 end
 
 
--- Is our node still ours? An ephemeral node lives as long as the session
--- that created it; one that outlives sessions until someone deletes it.
-function _M:_owns_node()
-    return self.persistent or self._serial == contract.serial(self.client)
-end
 
 
 -- Forgets our node locally. The watch on it (if any) is left to fire on
 -- the delete that follows, and is ignored then: no extra request.
-function _M:_forget()
+function _M:forget()
     local node = self._node
     self._node, self._name, self._stat, self._through = nil, nil, nil, false
     if node then
@@ -69,11 +64,11 @@ end
 
 -- A position that was through is lost: tell on_lost, once per node. Each
 -- callback runs protected (util.call): one that raises stops no other.
-function _M:_lost(reason)
+function _M:lost(reason)
     if not self._through then
         return
     end
-    self:_forget()
+    _M.forget(self)
     local fns, client = self._lost_fns, self.client
     for i = 1, #fns, 2 do
         callbacks.call(client, fns[i], "line on_lost", reason, fns[i + 1])
@@ -92,15 +87,15 @@ local function own_watch_fired(ev, self)
         return
     end
     if ev.type == "deleted" then
-        self:_lost("deleted")
+        _M.lost(self, "deleted")
     elseif ev.type == "session" then
         if self.persistent then
-            self:_rewatch_when_connected(ev.path)   -- the node outlives the session
+            _M.rewatch_when_connected(self, ev.path)   -- the node outlives the session
         else
-            self:_lost("sessionexpired")
+            _M.lost(self, "sessionexpired")
         end
     elseif ev.type == "changed" then
-        self:_watch_own()    -- re-arm (data writes, e.g. revocation)
+        _M.watch_own(self)    -- re-arm (data writes, e.g. revocation)
     end
 end
 
@@ -112,30 +107,30 @@ local function own_watch_reply(p, ctx)
     end
     local e = errname(p.rc)
     if e == "nonode" then
-        self:_lost("deleted")          -- gone before the watch was set
+        _M.lost(self, "deleted")          -- gone before the watch was set
     elseif e == "closed" and self.persistent then
         return
     elseif (p.lost or e == "sessionexpired" or e == "closed") and not self.persistent then
         -- "closed" without p.lost: client:close() failed it, not a lost session
-        self:_lost((e == "closed" and not p.lost) and "closed" or "sessionexpired")
+        _M.lost(self, (e == "closed" and not p.lost) and "closed" or "sessionexpired")
     else
-        self:_rewatch_when_connected(node)
+        _M.rewatch_when_connected(self, node)
     end
 end
 
 
-function _M:_watch_own()
+function _M:watch_own()
     local node = self._node
     local f = self.client:send("exists", node, own_watch_fired, self)
     if not f:on_late(own_watch_reply, { q = self, node = node }) then
-        return self:_rewatch_when_connected(node)
+        return _M.rewatch_when_connected(self, node)
     end
 end
 
 
 -- The watch request failed on a connection loss: set it again once
 -- connected in the same session, or report the loss if the session ended.
-function _M:_rewatch_when_connected(node)
+function _M:rewatch_when_connected(node)
     local client = self.client
     local listener
     listener = client:on_state(function(new)
@@ -150,21 +145,21 @@ function _M:_rewatch_when_connected(node)
             return
         end
         if new == "connected" and self:_owns_node() then
-            self:_watch_own()
+            _M.watch_own(self)
         else
-            self:_lost(new == "closed" and self:_owns_node() and "closed" or "sessionexpired")
+            _M.lost(self, new == "closed" and self:_owns_node() and "closed" or "sessionexpired")
         end
     end)
     if client:state() == "connected" and self:_owns_node() then
         -- Already back (or never left): no transition will come.
         client:remove_listener(listener)
-        self:_watch_own()
+        _M.watch_own(self)
     end
 end
 
 
 -- Creates the parents of our node (one pipelined round trip).
-function _M:_create_parents()
+function _M:create_parents()
     if self.path == "/" then
         return true
     end
@@ -181,7 +176,7 @@ end
 
 -- Protected mode: after a lost create reply, find our node by its uuid and
 -- adopt it only if it is ours (see the header).
-function _M:_find_own(prefix, deadline)
+function _M:find_own(prefix, deadline)
     local client = self.client
     deadline = self:_read_deadline(deadline)
     local names, err = contract.read_until(client, deadline, "children", self.path)
@@ -309,7 +304,7 @@ end
 -- new session replaces ours and, in nginx, when the request ends. A node
 -- that outlives sessions (a work item, a TTL lease) must outlive both:
 -- never registered.
-function _M:_register(node)
+function _M:register(node)
     if not self.persistent then
         contract.own_node(self.client, node, self)
     end
@@ -317,10 +312,10 @@ end
 
 
 -- Takes `node` (created or found) as ours.
-function _M:_adopt(node, stat)
+function _M:adopt(node, stat)
     self._node, self._stat, self._serial = node, stat, contract.serial(self.client)
     self._name = match(node, ".*/(.*)")    -- anchored: one pass, not one per position
-    self:_register(node)
+    _M.register(self, node)
     walk.register(node, self)
 end
 
@@ -328,7 +323,7 @@ end
 -- After a create failed on a connection loss or expiry: once connected,
 -- adopt the node if it was made after all. Returns "adopted", names; or
 -- "again" (create anew); or nil, err.
-function _M:_recover_create(err, prefix, serial, deadline)
+function _M:recover_create(err, prefix, serial, deadline)
     if self._try then
         -- One try: no wait for the connection. What the create may have
         -- made is deleted once connected (in the same session).
@@ -346,9 +341,9 @@ function _M:_recover_create(err, prefix, serial, deadline)
         return nil, werr    -- "timeout", "closed"
     end
     if err ~= "sessionexpired" or self.persistent then
-        local path, fstat, fnames = self:_find_own(prefix, deadline)
+        local path, fstat, fnames = _M.find_own(self, prefix, deadline)
         if path then
-            self:_adopt(path, fstat)
+            _M.adopt(self, path, fstat)
             return "adopted", fnames
         elseif path == nil then
             delete_by_prefix(self, prefix, serial)   -- could not look: it may exist
@@ -396,7 +391,7 @@ local function create_once(self, deadline, try)
     if node then
         -- Ours before the next wait: a caller that never comes back from it
         -- (an aborted nginx request) still has its node deleted.
-        self:_adopt(node, stat)
+        _M.adopt(self, node, stat)
         if b then
             return true, (join.names(b, self:_reply_wait(deadline))), b
         end
@@ -411,7 +406,7 @@ local function create_once(self, deadline, try)
     elseif not (errors.transient[err] or err == "sessionexpired") then
         return nil, err
     end
-    local how, fnames = self:_recover_create(err, prefix, serial, deadline)
+    local how, fnames = _M.recover_create(self, err, prefix, serial, deadline)
     if how == "adopted" then
         return true, fnames
     elseif not how then
@@ -428,7 +423,7 @@ end
 --- A create is tried again after a connection loss or expiry (until the
 --- deadline), and after creating the parents when they were missing (a
 --- container parent may go between our two requests: MAX_RACES rounds).
-function _M:_create(deadline)
+function _M:create(deadline)
     local try = { prefix = protected_name(self.driver) }
     local ok, res, b
     for _ = 1, retries.MAX_RACES do
@@ -437,7 +432,7 @@ function _M:_create(deadline)
         if ok or res ~= "nonode" then
             return ok, res, b
         end
-        local pok, perr = self:_create_parents()
+        local pok, perr = _M.create_parents(self)
         if not pok and perr ~= "nonode" then
             return nil, perr
         end

@@ -37,7 +37,7 @@
 -- fewer_than: every change of the line matters) list every time. A
 -- hand-made name with a smaller number than ours, created while we wait,
 -- is not seen until the waiter lists again.
--- The methods here are installed on zkcoord.line's position class.
+-- Functions of a position (zkcoord.line calls them as walk.walk(q, ...)), not methods.
 local errors = require "zkcoord.errors"
 local contract = require "zkcoord.contract"
 
@@ -113,7 +113,7 @@ end
 
 
 -- Through now: remember at which node, for the waiter that watches it.
-function _M:_passed_here()
+function _M:passed_here()
     local d = self.driver
     if d.scan then
         self._passed, self._passed_below = self._node, below_of(d)
@@ -126,7 +126,7 @@ end
 -- covers `set`, and has it let that node go since? Then nothing `set`
 -- takes was below `path` then, nor since. (A position that still holds
 -- the node has not released it, whatever an event said.)
-function _M:_passed_at(path, set)
+function _M:passed_at(path, set)
     return self._passed == path and self._node ~= path and covers(self._passed_below, set)
 end
 
@@ -189,7 +189,7 @@ end
 
 --- While waiting on an entry a position of this process made: watch our
 --- own node, once per node (sent without waiting, before the entry's get).
-function _M:_watch_mine()
+function _M:watch_mine()
     local node = self._node
     if self._mine == node and self._mine_state ~= "off" then
         return
@@ -214,7 +214,7 @@ end
 
 -- Nothing left below: through (true), or list (nil) for a rule that also
 -- looks above ours, or when our node went with the session.
-function _M:_walk_end()
+function _M:walk_end()
     if self.driver.scan.above or not self:_owns_node() then
         return nil
     end
@@ -228,7 +228,7 @@ end
 --- set) and the position of this process that made it, if any. The walk
 --- reads without watches (exists), `gone` again among them: the one watch
 --- a waiter has is set by its caller on the entry the walk found.
-function _M:_walk(gone, from, deadline)
+function _M:walk(gone, from, deadline)
     local kept = self._below
     if not kept then
         return nil
@@ -236,13 +236,13 @@ function _M:_walk(gone, from, deadline)
     local set = below_of(self.driver)
     local n, whole, proved, sources = #kept, not self._below_cut, false, {}
     local short = (self._line_size or 0) <= _M.WALK_LINE
-    if from and from:_passed_at(gone, set) then    -- same class
+    if from and _M.passed_at(from, gone, set) then    -- same class
         n, whole, proved, short = 0, true, true, false
     else
         for i = 1, #kept do
             local src = LOCAL[kept[i]]
             sources[i] = src
-            if src and src:_passed_at(kept[i], set) then    -- same class
+            if src and _M.passed_at(src, kept[i], set) then    -- same class
                 n, whole, short = i, true, false    -- nothing below this one: what we kept is all
                 break
             end
@@ -261,7 +261,7 @@ function _M:_walk(gone, from, deadline)
         elseif st == "armed" and proved and self._mine_conn == contract.connection(self.client) then
             -- nothing to ask: on one connection the order of events told
             -- us (after a reconnection the read below decides)
-            return self:_walk_end()
+            return _M.walk_end(self)
         end
     end
     local client = self.client
@@ -294,7 +294,7 @@ function _M:_walk(gone, from, deadline)
     if still then
         return gone, from    -- the event was not its delete: watch it again
     elseif not found then
-        return self:_walk_end()
+        return _M.walk_end(self)
     end
     local rest = {}
     for i = found + 1, n do
