@@ -112,12 +112,7 @@ do
     end
 end
 
-local function sh(cmd)
-    local f = assert(io.popen(cmd))
-    local out = f:read("*a")
-    f:close()
-    return out
-end
+local sh = proc.output
 
 local function median(list)
     local s = {}

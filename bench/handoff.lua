@@ -91,9 +91,7 @@ local function loadavg()
     return s:match("^(%S+ %S+ %S+)") or s
 end
 
-local function sh(s)
-    return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
+local sh = proc.shquote
 
 local hosts, server = require("helpers.tool").servers(opts.servers, "handoff.lua",
                                                       { extra = { "maxClientCnxns=0" } })

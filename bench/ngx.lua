@@ -165,14 +165,9 @@ local HTTP = [[
     }
 ]]
 
-local function sh(cmd)
-    local f = assert(io.popen(cmd))
-    local out = f:read("*a")
-    f:close()
-    return out
-end
+local sh = proc.output
 
-local CLK_TCK = tonumber(sh("getconf CLK_TCK")) or 100
+local CLK_TCK = nginx.clk_tck()
 local pct = nginx.percentile
 
 local function numbers(body)

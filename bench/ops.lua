@@ -19,12 +19,7 @@ local rounds = tonumber(rest[1]) or 5
 local write_doc = opts.doc
 local SEQ_N, PIPE_N, WINDOW = 2000, 50000, 100
 
-local function sh(cmd)
-    local f = assert(io.popen(cmd))
-    local out = f:read("*a")
-    f:close()
-    return out
-end
+local sh = require("helpers.proc").output
 
 assert(os.execute("cc -O2 -o bench/raw_ops bench/raw_ops.c -lzookeeper_mt -lpthread") == 0
        or true)

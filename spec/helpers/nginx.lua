@@ -791,6 +791,14 @@ function _M.percentile(list, p)
 end
 
 
+local clk_tck
+--- The length of a CPU tick (cpu_ticks' unit) is 1 / clk_tck() seconds.
+function _M.clk_tck()
+    clk_tck = clk_tck or tonumber(proc.output("getconf CLK_TCK")) or 100
+    return clk_tck
+end
+
+
 --- CPU ticks (utime + stime) a process has used so far, from /proc/<pid>/stat.
 function _M.cpu_ticks(pid)
     local line = proc.read_file("/proc/" .. pid .. "/stat")

@@ -29,6 +29,16 @@ if not pcall(ffi.typeof, "struct zkh_mallinfo2") then
 end
 
 
+--- The standard output of shell command `cmd` (benches: versions, load
+--- averages, compilers).
+function _M.output(cmd)
+    local f = assert(io.popen(cmd))
+    local out = f:read("*a")
+    f:close()
+    return out
+end
+
+
 --- Resident set size of this process (or of process `pid`) in KiB.
 function _M.rss_kb(pid)
     local f = io.open("/proc/" .. (pid or "self") .. "/status")
