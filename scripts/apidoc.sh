@@ -71,7 +71,8 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   wait/ngx/turn cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node
   work_queue/names work_queue/put work_queue/claim
-  testing/files testing/proc testing/socket line/walk line/join line/order layout/kazoo layout/kazoo_lease
+  testing/files testing/proc testing/socket line/walk line/join line/order line/enter line/wait
+  layout/kazoo layout/kazoo_lease
   election/state election/rejoin election/run metrics/registry
   cohort/exclusive cohort/fifo cohort/node cohort/registry cohort/seat cohort/shared"
 for f in $internal_modules; do
