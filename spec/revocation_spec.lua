@@ -64,8 +64,10 @@ describe("revocation #zk", function()
             calls[#calls + 1] = { arg, node }
         end, "hold-1")
         settle(c, "/n")
+        local gets = c:stats().requests.get
         assert(other:set("/n", "other data"))     -- a change: read again, nothing to tell
         settle(c, "/n")
+        assert.equal(gets + 1, c:stats().requests.get)    -- one read per change
         assert.same({}, calls)
         assert.is_false(w:requested())
         assert(revocation.request(other, "/n"))
