@@ -73,7 +73,7 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   work_queue/names work_queue/put work_queue/claim
   testing/files testing/proc testing/socket line/walk line/join line/order layout/kazoo layout/kazoo_lease
   election/state election/rejoin election/run metrics/registry
-  cohort/node cohort/registry cohort/seat cohort/tie"
+  cohort/node cohort/registry cohort/seat cohort/step cohort/tie"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

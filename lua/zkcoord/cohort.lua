@@ -73,7 +73,8 @@
 -- that hold it together). cohort/seat.lua has the queue, the bound and
 -- the grants of a node; cohort/node.lua the node's lifetime (the join
 -- that makes it, who leads it, its loss) and its watches (confirmation,
--- remote waiters, revocation); cohort/tie.lua nginx's tie of a seat to its request.
+-- remote waiters, revocation); cohort/step.lua the seat's enter_step;
+-- cohort/tie.lua nginx's tie of a seat to its request.
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
 local seat = require "zkcoord.cohort.seat"

@@ -1,6 +1,6 @@
 --- zkcoord.cohort.seat: one owner's seat in its process's cohort of a
 --- line, a position as zkcoord.line's is (internal part of zkcoord.cohort):
---- enter, leave, interrupt, is_through, node, stat, token,
+--- enter, enter_step, leave, interrupt, is_through, node, stat, token,
 --- on_lost, and on_revoke (the node is watched once for all its holders).
 -- One path for a lock, an rwlock's writer and its readers, under a
 -- capacity policy (POLICIES; zkcoord.cohort's header, "Layout"): the local
@@ -295,6 +295,20 @@ function Seat:enter(timeout)
     return granted(self)
 end
 
+--- enter() in steps, as zkcoord.line's enter_step (the same contract):
+--- true when the seat holds, else false and fn() is called when it may
+--- (zkcoord.cohort.step).
+---@param fn function called when the seat may hold
+---@param timeout number? seconds for the step's round trips (nil: no limit)
+---@return boolean|nil through, string? err "timeout" | "closed" | "interrupted" | a ZooKeeper code
+function Seat:enter_step(fn, timeout)
+    local ok, err = require("zkcoord.cohort.step").enter_step(self, fn, timeout)
+    if ok then
+        return granted(self)
+    end
+    return ok, err
+end
+
 --- Leaves whatever the seat has in the cohort: a hold is released (to the
 --- next local owner, or the node goes, without waiting), a wait in the
 --- local queue ends, a join of the line for the cohort passes the lead on.
@@ -428,7 +442,7 @@ function Seat:tell_revoke()
     end
 end
 
--- For zkcoord.cohort.node (a generation's kind).
+-- For zkcoord.cohort.node (a generation's kind) and zkcoord.cohort.step.
 _M.pop, _M.wake, _M.queued, _M.grant, _M.fill = pop, wake, queued, grant, fill
 _M.arrive, _M.settle, _M.enqueue = arrive, settle, enqueue
 _M.mt = mt
