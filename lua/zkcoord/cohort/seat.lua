@@ -159,7 +159,7 @@ end
 -- "again" (the node went: arrive again), or nil, err (out of time: let go).
 local function settle(c, h, g, deadline, stepping)
     local rec = g.rec
-    if not stepping and g.holds[h] then
+    if not stepping and g.holds[h] and rec.confirmed == nil then   -- once per node
         node.wait_confirmed(rec, deadline)
     end
     if g.holds[h] and rec.confirmed and rec.q:is_through() then   -- may run lost
