@@ -64,8 +64,8 @@
 -- (zkcoord.cohort.seat) with it, both answering the same interface. All
 -- seats go one path, under a capacity policy that is data
 -- (seat.POLICIES): `capacity`, how many seats hold a node at once (1 for
--- a lock and an rwlock's writer, any number for readers), and
--- `join_held`, whether an arrival joins a held node at once (readers,
+-- a lock, any number for an rwlock's readers; writers are not cohorted),
+-- and `join_held`, whether an arrival joins a held node at once (readers,
 -- within the bound; one that may not opens a new "generation": a new
 -- node) or queues. The cohort of a client's seats on one line
 -- (cohort/registry.lua) has one local queue, in arrival order, and one

@@ -2,10 +2,10 @@
 --- line, a position as zkcoord.line's is (internal part of zkcoord.cohort):
 --- enter, enter_step, leave, interrupt, is_through, node, stat, token,
 --- on_lost, and on_revoke (the node is watched once for all its holders).
--- One path for a lock, an rwlock's writer and its readers, under a
--- capacity policy (POLICIES; zkcoord.cohort's header, "Layout"): the local
--- queue, the bound of local grants (may_grant), a node's grants, its
--- release. A seat granted a node locally is `pending` until the node's
+-- One path for a lock and an rwlock's readers (writers are not cohorted)
+-- under a capacity policy (POLICIES; zkcoord.cohort's header, "Layout"):
+-- the local queue, the bound of local grants (may_grant), a node's grants,
+-- its release. A seat granted a node locally is `pending` until the node's
 -- loss watch is confirmed. Fields: new()'s; a grant sets q, n, gen,
 -- cohort, pending, relead (to lead after a loss), entry (its place in the
 -- queue); zkcoord.cohort.node's join sets leading.
@@ -32,7 +32,7 @@ _M.DEFAULT_TIME = 0.01
 
 --- The capacity policies.
 _M.POLICIES = {
-    exclusive = { capacity = 1, join_held = false },        -- a lock, a writer
+    exclusive = { capacity = 1, join_held = false },        -- a lock
     shared = { capacity = math.huge, join_held = true },     -- an rwlock's readers
 }
 
