@@ -17,8 +17,7 @@ local tie = require "zkcoord.cohort.tie"
 local contract = require "zkcoord.contract"
 
 local now, remaining = core.now, util.remaining
-local setmetatable = setmetatable
-local MAX_RACES = require("zkcoord.util.retry").MAX_RACES
+local setmetatable, MAX_RACES = setmetatable, require("zkcoord.util.retry").MAX_RACES
 
 local _M = {}
 local Seat = {}
@@ -30,8 +29,7 @@ _M.LOCAL_MAX = 2 ^ _M.LOCAL_BITS - 1    -- local grants of one node: n <= LOCAL_
 _M.DEFAULT_HANDOFFS = 16
 _M.DEFAULT_TIME = 0.01
 
---- The capacity policies.
-_M.POLICIES = {
+_M.POLICIES = {     -- the capacity policies
     exclusive = { capacity = 1, join_held = false },        -- a lock
     shared = { capacity = math.huge, join_held = true },     -- an rwlock's readers
 }
@@ -52,8 +50,7 @@ local function may_grant(g, opts)
            and now() - g.since < (opts.cohort_time or _M.DEFAULT_TIME)
 end
 
--- The queue.
-
+-- The queue (entries { h =, ev =, c = }; c.waiting[c.head .. c.tail]).
 local function queued(c)
     return c.head <= c.tail      -- maybe one that gave up: pop skips those
 end
@@ -120,7 +117,7 @@ local function fill(c, g, opts, bounded)
         if not e then
             return
         end
-        e.h.pending = bounded or nil
+        e.h.pending = bounded
         grant(g, e.h)
         wake(e, bounded and "held" or "joined")
     end
@@ -212,41 +209,43 @@ local function arrive(c, h)
 end
 
 -- Takes a seat for `h` within `timeout`: true or nil, err.
-local function acquire(h, timeout)
-    local deadline = util.deadline(timeout)
-    for _ = 1, MAX_RACES do      -- again: the node went under a seat granted it
-        local c = registry.of(h.client, h.path, h.driver, h.policy, _M)
-        h.cohort = c
-        local g, holds = arrive(c, h)
-        local how, err
-        if holds then
-            return true
-        elseif holds == false then
-            if remaining(deadline) == 0 then
-                release(h)     -- no time to wait for its confirmation
-                how = "lead"
-            else
-                how, err = settle(c, h, h.gen, deadline)
-            end
-        elseif not g then
+-- Takes a seat for `h` until `deadline` (`timeout` 0: try once): true or nil,
+-- err. Again when the node went under a seat granted it, at most MAX_RACES
+-- (a tail call: no loop around a wait, the JIT keeps the path in traces).
+local function acquire(h, deadline, timeout, tries)
+    local c = registry.of(h.client, h.path, h.driver, h.policy, _M)
+    h.cohort = c
+    local g, holds = arrive(c, h)
+    local how, err
+    if holds then
+        return true
+    elseif holds == false then
+        if remaining(deadline) == 0 then
+            release(h)     -- no time to wait for its confirmation
             how = "lead"
-        elseif timeout == 0 then
-            return nil, "timeout"  -- try once: a seat of this process has it
         else
-            local e = enqueue(c, h, c.client:waiter():event())
-            if g.state == "held" then
-                node.serve_many(g)
-            end
-            how, err = await(e, c.client, deadline)
-            if how == "held" then
-                how, err = settle(c, h, h.gen, deadline)
-            end
+            how, err = settle(c, h, h.gen, deadline)
         end
-        if how == "lead" then
-            return node.lead(c, h, deadline)
-        elseif how ~= "again" then
-            return how and true, err
+    elseif not g then
+        how = "lead"
+    elseif timeout == 0 then
+        return nil, "timeout"  -- try once: a seat of this process has it
+    else
+        local e = enqueue(c, h, c.client:waiter():event())
+        if g.state == "held" and not (g.rec.confirming and g.rec.line_watched) then  -- once
+            node.serve_many(g)
         end
+        how, err = await(e, c.client, deadline)
+        if how == "held" then
+            how, err = settle(c, h, h.gen, deadline)
+        end
+    end
+    if how == "lead" then
+        return node.lead(c, h, deadline)
+    elseif how ~= "again" then
+        return how and true, err
+    elseif tries < MAX_RACES then
+        return acquire(h, deadline, timeout, tries + 1)
     end
     return nil, "timeout"    -- lost under it every time (bounded)
 end
@@ -263,7 +262,7 @@ function _M.new(client, path, driver, opts, policy)
         granted = false,    -- enter() returned true
         revoked = nil,      -- told of a revocation request
         tie = nil,          -- nginx: what ties the seat to its request
-        q = false, n = 0, gen = false, cohort = false,    -- the grant's
+        q = false, n = 0, gen = false, cohort = false, pending = false, entry = false,
     }, mt)
 end
 
@@ -281,7 +280,7 @@ function Seat:enter(timeout)
     if self.client:waiter().track then
         tie.tie(self)
     end
-    local ok, err = acquire(self, timeout)
+    local ok, err = acquire(self, util.deadline(timeout), timeout, 1)
     if ok and self.interrupted then
         self:leave()      -- interrupted while handed the node: to the next
         ok, err = nil, "interrupted"
@@ -317,7 +316,8 @@ function Seat:leave()
     if self.tie then
         tie.untie(self)
     end
-    if self:holds() then
+    local g = self.gen
+    if g and g.holds[self] then
         return release(self)
     end
     if node.drop_join(self) then    -- gone while joining the line for the cohort
@@ -375,7 +375,8 @@ function Seat:is_through()
     if not (q and q:is_through()) then    -- may tell a loss first
         return false
     end
-    return self:holds()
+    local g = self.gen
+    return g.holds[self] == true
 end
 
 --- The cohort's node, and its create stat (nil while the seat has none).
