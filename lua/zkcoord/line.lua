@@ -416,7 +416,7 @@ end
 
 -- One reply of `fut`, waited for until what is left of the deadline; a
 -- try-once (timeout 0) waits for the round trip itself, but only while the
--- link answers (client:wait_once): "once" means not waiting for others.
+-- connection lives (contract.wait_once): "once" means not waiting for others.
 function _M:_reply(fut, deadline)
     if self._try then
         return contract.wait_once(self.client, fut)
@@ -594,7 +594,7 @@ function _M:enter(timeout)
         return nil, "closed"
     end
     if self._try then
-        local down = errors.of_state(client:state(), client:link_silent())
+        local down = errors.of_state(client:state())
         if down then
             return nil, down    -- try once: no round trip can go out now
         end
