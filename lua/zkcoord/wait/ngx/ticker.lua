@@ -231,7 +231,8 @@ local function visit(self, ev, exiting, peek)
         -- waiting (or the exit drain would never end); a live
         -- coroutine resumes within a loop iteration, so one still not
         -- resumed a second after the set is gone: its positions leave.
-        if ev.sema:count() >= 0 then
+        local gated = ev.gated   -- set, and waiting its turn (wait/ngx/gate.lua)
+        if ev.sema:count() >= 0 and not (gated and gated:count() < 0) then
             local stale = ev.set_at and ngx.now() - ev.set_at > 1
             if exiting or stale then
                 self.live[ev] = nil
