@@ -33,9 +33,11 @@ local sent, sent_clock = nil, nil   -- the entry let go last, until it resumes
 local running = false               -- the timer runs
 
 
---- How many wait in the queue (waits that ended meanwhile included).
-function _M.queued()
-    return tail - head + 1
+--- Does the coroutine of queue entry `e` (a mark's `gated`) still live: it
+--- waits, or it was let go in this very turn (it resumes in this pass, after
+--- the timers: a reaper that runs first must not take it for gone).
+function _M.alive(e)
+    return e.sema:count() < 0 or e.let_go == ngx.now()
 end
 
 
@@ -47,9 +49,10 @@ local function let_next_go()
         local e = queue[head]
         queue[head] = nil
         head = head + 1
-        if e:count() < 0 then       -- a coroutine waits on it
+        if e.sema:count() < 0 then  -- a coroutine waits on it
             sent, sent_clock = e, ngx.now()
-            e:post(1)
+            e.let_go = sent_clock
+            e.sema:post(1)
             return true
         end
     end
@@ -81,8 +84,8 @@ end
 --- nobody waits here and the worker is not overdue; else queues and
 --- yields until let go, at most `timeout` seconds (nil: CAP, then true),
 --- and lets the next go on its way unless overdue. False when `timeout`
---- ran out first. `mark`, a table, has `gated` set to the semaphore waited
---- on meanwhile (the reaper's proof that its coroutine still lives).
+--- ran out first. `mark`, a table, has `gated` set to its entry meanwhile
+--- (`alive` tells the reaper whether its coroutine still lives).
 function _M.pass(timeout, mark)
     if head > tail and not turn.overdue() then
         return true
@@ -93,7 +96,7 @@ function _M.pass(timeout, mark)
     if not new_semaphore then
         new_semaphore = require("ngx.semaphore").new
     end
-    local e = new_semaphore(0)
+    local e = { sema = new_semaphore(0), let_go = false }
     if not running then
         running = true
         local ok = ngx.timer.at(0, run)
@@ -107,7 +110,7 @@ function _M.pass(timeout, mark)
     if mark then
         mark.gated = e
     end
-    local ok = e:wait(timeout and timeout < _M.CAP and timeout or _M.CAP)
+    local ok = e.sema:wait(timeout and timeout < _M.CAP and timeout or _M.CAP)
     if mark then
         mark.gated = nil
     end
