@@ -1,7 +1,7 @@
 -- bench/ngx_hot.lua: one hot lock in nginx (issue 30, items 3 and 4).
 --   luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]
 --                            [--only plain,cohort,sleep] [--cap SECONDS]
---                            [--perf DIR] [--profile] [--doc]
+--                            [--perf DIR] [--profile] [--events TEXT] [--doc]
 -- Starts its own standalone ZooKeeper (zkcoord.testing.server) and, for each
 -- point, a fresh private nginx (1 or 4 workers, doorbell pump). This process
 -- holds one exclusive lock; N requests (one connection each, sent 500 at a
@@ -23,7 +23,15 @@
 --    they join and while they are served;
 --  * the workers' CPU (utime + stime) per second while they join and while
 --    they are served; worker RSS before, while waiting, 3 s after the last
---    was served.
+--    was served;
+--  * the most CPU the worker spent in one turn of its event loop (a timer's
+--    1 ms sleeps) while they join and while they are served;
+--  * --perf DIR: `perf record -g` of the worker (one worker) while they
+--    join, into DIR/<shape>-<count>.data (`perf report -i ...`);
+--  * --profile: LuaJIT's profiler (jit.profile) in the worker while they
+--    join: the functions where the worker's Lua spent its samples.
+-- --events TEXT adds lines to nginx's events block (an operator's
+-- settings: "multi_accept on;").
 -- --doc writes the table into docs/PERFORMANCE.md (<!-- ngx-hot -->).
 package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
@@ -48,7 +56,8 @@ end
 local opts = options.parse(arg, {
     name = "ngx_hot.lua",
     usage = "usage: luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]"
-        .. " [--only plain,cohort,sleep] [--cap SECONDS] [--perf DIR] [--profile] [--doc]",
+        .. " [--only plain,cohort,sleep] [--cap SECONDS] [--perf DIR] [--profile]"
+        .. " [--events TEXT] [--doc]",
     status = 64,
     defaults = { counts = { 1000, 5000, 10000 }, workers = { 1 }, cap = 60, doc = false,
                  profile = false },
@@ -59,6 +68,7 @@ local opts = options.parse(arg, {
         ["--cap"] = "number",
         ["--perf"] = "string",
         ["--profile"] = "flag",
+        ["--events"] = "string",
         ["--doc"] = "flag",
     },
 })
@@ -327,6 +337,7 @@ local function one_point(srv, admin, root, workers, count, shape)
         workers = workers,
         vars = { PINGPORT = ping_port },
         worker_connections = count * 2 + 1000,
+        events = opts.events,
         main = ("worker_rlimit_nofile %d;"):format(count * 2 + 2000),
         env = { ZK_HOSTS = srv.hosts },
         lua_modules = { app = APP },
