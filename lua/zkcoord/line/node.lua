@@ -424,9 +424,7 @@ end
 --- deadline), and after creating the parents when they were missing (a
 --- container parent may go between our two requests: MAX_RACES rounds).
 function _M:create(deadline)
-    -- A waiter that admits joins (nginx: a busy worker queues them, in
-    -- arrival order, for its next turns) is asked first; a try-once
-    -- waits for nobody.
+    -- A waiter may queue joins first (nginx's, a busy worker's); a try-once waits for nobody.
     local w = self.client:waiter()
     if w.admit and not self._try and not w:admit(remaining(deadline)) then
         return nil, "timeout"
