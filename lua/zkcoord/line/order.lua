@@ -2,8 +2,10 @@
 --
 -- `parse` turns a children() listing into the line's entries, sorted as
 -- every client sorts them; `scan` answers a built-in rule from the listing
--- in one pass; `seq_of` reads our node's sequence number. All take a
--- driver zkcoord.line.driver compiled (its name patterns, key and scan).
+-- in one pass; `seq_of` reads our node's sequence number; `index_of` finds
+-- a name among parse's entries; `sorted` is parse's answer made cheaper
+-- for a listing many joins read. The others take a driver
+-- zkcoord.line.driver compiled (its name patterns, key and scan).
 local type, ipairs, tonumber, setmetatable = type, ipairs, tonumber, setmetatable
 local sort, match = table.sort, string.match
 local byte, sub = string.byte, string.sub
@@ -37,6 +39,17 @@ end
 local function seq_key(text)
     local seq = tonumber(text)
     return seq < 0 and seq + SEQ_WRAP or seq
+end
+
+
+--- The index of the entry named `name` in `entries` (parse's), or nil.
+function _M.index_of(entries, name)
+    for i, e in ipairs(entries) do
+        if e.name == name then
+            return i
+        end
+    end
+    return nil
 end
 
 
