@@ -58,6 +58,7 @@ describe("chaos over the rest of the catalog #zk #slow", function()
 
     -- What shows that the recipe's checker judged something.
     local WORK = {
+        local_lock = function(r) return r.figures.local_lock.granted >= 5 end,
         cohort_lock = function(r) return r.figures.cohort_lock.granted >= 5 end,
         cohort_rwlock = function(r) return r.figures.cohort_rwlock.granted >= 5 end,
         multi_lock = function(r) return r.ops.ml and r.ops.ml.granted >= 5 end,
@@ -82,7 +83,7 @@ describe("chaos over the rest of the catalog #zk #slow", function()
     -- beside another workload they, or it, sometimes got fewer than 3
     -- rounds under the suite's load (judged nothing).
     local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" },
-                   { "barrier", "lease", "multi_lease" },
+                   { "barrier", "lease", "multi_lease", "local_lock" },
                    { "double_barrier" }, { "election" },
                    { "work_queue", "group", "partitioner", "persistent_node",
                      "service_discovery" } }

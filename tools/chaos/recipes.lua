@@ -5,7 +5,7 @@
 -- and its checker in chaos/check/<name>.lua.
 local _M = {}
 
-_M.ALL = { "lock", "rwlock", "counter", "cohort_lock", "cohort_rwlock", "multi_lock",
+_M.ALL = { "lock", "rwlock", "counter", "local_lock", "cohort_lock", "cohort_rwlock", "multi_lock",
            "semaphore", "barrier", "double_barrier", "work_queue", "group", "partitioner",
            "persistent_node", "service_discovery", "lease", "multi_lease", "election" }
 
