@@ -1,7 +1,7 @@
 -- zkcoord.revocation against a real server: a request heard once, nothing
 -- left after stop() or the node's delete, the watch set again after a
 -- connection loss in the same session; and the lock's on_revoke, which
--- uses it, across a connection loss.
+-- uses it, across a connection loss (with and without the cohort).
 local zk = require "helpers.zk"
 local tcpproxy = require "helpers.tcpproxy"
 local revocation = require "zkcoord.revocation"
@@ -147,6 +147,26 @@ describe("revocation #zk", function()
         -- connection and was never sent again: the request went unheard.
         local pc = proxied()
         local l = pc:lock("/l", { owner = "holder" })
+        assert.is_true(l:acquire(5))
+        local node, sid = l:node(), pc:session_id()
+        local asked
+        suspend(pc)
+        l:on_revoke(function(owner, n) asked = { owner, n } end)
+        resume(pc, sid)
+        assert.is_true(lockmod.revoke(other, node))
+        assert.truthy(zk.wait_until(function() return asked ~= nil end, 10, pc), "not asked")
+        assert.same({ "holder", node }, asked)
+        assert.is_true(l:held())
+        l:release()
+    end)
+
+    it("cohort lock: on_revoke registered while suspended hears a request once connected",
+       function()
+        -- The cohort watches its node itself (one watch for all its
+        -- holders); before it used zkcoord.revocation, its get failed with
+        -- the connection and was never sent again.
+        local pc = proxied()
+        local l = pc:lock("/l", { owner = "holder", cohort = true })
         assert.is_true(l:acquire(5))
         local node, sid = l:node(), pc:session_id()
         local asked

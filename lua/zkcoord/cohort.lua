@@ -35,8 +35,8 @@
 -- joins the line itself, and on_lost is not told.
 --
 -- Revocation (Curator's "__REVOKE__" in the node, zkcoord.lock.revoke):
--- the node's data is watched once a holder whose lock has on_revoke
--- callbacks holds it (re-armed across local handoffs). A request reaches
+-- the node's data is watched (zkcoord.revocation, one watcher per node)
+-- once a holder whose lock has on_revoke callbacks holds it. A request reaches
 -- the holders of the node at that time (an rwlock's readers: each), with
 -- their own owners; a revoked node is never passed on locally (nor joined
 -- by readers): its last release deletes it and the next local owner joins

@@ -8,6 +8,7 @@
 local line = require "zkcoord.line"
 local registry = require "zkcoord.cohort.registry"
 local tie = require "zkcoord.cohort.tie"
+local revocation = require "zkcoord.revocation"
 local util = require "zkcoord.util"
 
 local now = require("zkcoord.core").now
@@ -16,8 +17,6 @@ local pairs = pairs
 local MAX_RACES = require("zkcoord.util.retry").MAX_RACES
 
 local _M = {}
-
-local REVOKE = "__REVOKE__"     -- Curator's LockInternals.REVOKE_MESSAGE
 
 --- The record of node position `q` (not yet entered) for generation `g`.
 function _M.new(q, g, client)
@@ -178,73 +177,44 @@ function _M.watch_remote(rec)
     rec.client:send("children", rec.q.path, remote_watcher(rec)):on_done(remote_reply(rec))
 end
 
--- Revocation: a request reaches the holders of the node at that time (a
--- hold woken but not yet resumed is told by listen's read, after its
--- acquire returns).
-local function tell(h, rec)
-    h:tell_revoke(rec.q:node())
-end
-
+-- Revocation (zkcoord.revocation: one watcher per node for all its
+-- holders): a request reaches the holders of the node at that time; one
+-- woken but not yet resumed is told by listen(), after its acquire returns.
 -- A revoked node is never passed on (a release reads rec.revoked) nor
 -- joined (readers: its generation takes no arrival).
 local function node_revoked(rec)
+    if not rec.q:is_through() then
+        return
+    end
     rec.revoked = true
     local g = rec.side
     if g.c.policy.join_held and g.c.cur == g then
         g.c.cur = nil
     end
     for h in pairs(g.holds) do
-        tell(h, rec)
+        h:tell_revoke()
     end
 end
 
-local watch_revoke
-
-local function revoke_watcher(rec)
-    return function(ev)
-        if ev.type == "changed" and rec.q:is_through() then
-            watch_revoke(rec)
-        end
+-- Tells seat `h` of a request seen before it held node `rec`, from the
+-- client's callbacks (not inside its acquire), if it still holds it.
+local function told_late(h, rec)
+    if rec.q:is_through() and rec.side.holds[h] then
+        h:tell_revoke()
     end
 end
 
-local function revoke_reply(rec)
-    return function(data)
-        if data == REVOKE and rec.q:is_through() then
-            node_revoked(rec)
-        end
-    end
-end
-
--- Reads the node's data with a watch, without waiting; the delete of the
--- node fires the watch at the latest.
-function watch_revoke(rec)
-    rec.revoke_watched = true
-    local node = rec.q:node()
-    if node then
-        rec.client:send("get", node, revoke_watcher(rec)):on_done(revoke_reply(rec))
-    end
-end
-
-local function told_late(rec, h)
-    return function(data)
-        if data == REVOKE and rec.q:is_through() then
-            if rec.side.holds[h] then
-                tell(h, rec)
-            end
-        end
-    end
-end
-
---- Hold `h`, holding node `rec` with its acquire returned, listens for
---- revocation requests: the node's data is watched (once per node).
+--- Seat `h`, holding node `rec` with its acquire returned, listens for
+--- revocation requests: the node is watched once for all its holders.
 function _M.listen(rec, h)
-    if not rec.revoke_watched then
-        watch_revoke(rec)
-    elseif rec.revoked then
-        -- Asked before this hold was ours to tell: tell it the way a new
-        -- watch would, from the reply (not inside acquire).
-        rec.client:send("get", rec.q:node()):on_done(told_late(rec, h))
+    local w = rec.revocation
+    if not w then
+        local node = rec.q:node()
+        if node then
+            rec.revocation = revocation.watch(rec.client, node, node_revoked, rec)
+        end
+    elseif w:requested() then
+        rec.client:waiter():defer(told_late, h, rec)
     end
 end
 
