@@ -265,8 +265,8 @@ describe("ngx, one hot lock #zk #ngx", function()
         -- those that found the worker overdue slept 1 ms each and then all
         -- went on in the next turn, unchecked: 45 ms in one turn. Now they
         -- queue (zkcoord.wait.ngx.gate): a turn runs the budget's worth
-        -- and one more. Bound: three budgets (nginx's own work and a shared
-        -- core on top).
+        -- and one more (5-10 ms seen at load 2-20). Bound: four budgets
+        -- (nginx's own work, the monitor and a shared core on top).
         local budget = require("zkcoord.wait.ngx.turn").BUDGET
         gap()
         local status, body = n:get("/wake?n=1000", 60)
@@ -281,8 +281,8 @@ describe("ngx, one hot lock #zk #ngx", function()
         for i = 1, #order do
             assert.are.equal(i, order[i])
         end
-        assert(worst <= 3 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
-            :format(worst * 1e3, 3 * budget * 1e3))
+        assert(worst <= 4 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
+            :format(worst * 1e3, 4 * budget * 1e3))
     end)
 
     it("a request that waited over a second for its turn is not taken for gone", function()
