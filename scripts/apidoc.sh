@@ -74,7 +74,7 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   testing/files testing/proc testing/socket line/walk line/join line/order line/enter line/wait
   layout/kazoo layout/kazoo_lease
   election/state election/rejoin election/run metrics/registry
-  cohort/exclusive cohort/fifo cohort/node cohort/registry cohort/seat cohort/shared"
+  cohort/node cohort/registry cohort/seat cohort/step cohort/tie"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

@@ -897,11 +897,17 @@ describe("zkcoord command #zk", function()
             local p = root .. "/tstp"
             local zkpidf, cmdpidf, ticks = tmpfile("zk"), tmpfile("cmd"), tmpfile("ticks")
             -- on a terminal (script(1)), as a job of a shell: zkcoord hands
-            -- CMD the terminal, and stops with it on Ctrl-Z
-            local inner = ("echo $$ > %s; exec %s%s --session-timeout 2 lock %s -- sh -c %s"):format(
-                zkpidf, CLI_LUA and (CLI_LUA .. " ") or "", proc.shquote(BIN), p,
-                proc.shquote(("echo $$ > %s; while :; do echo tick >> %s; sleep 0.05; done")
-                             :format(cmdpidf, ticks)))
+            -- CMD the terminal, and stops with it on Ctrl-Z. This test plays
+            -- the shell (Ctrl-Z, fg). zkcoord is not script's own child but
+            -- a shell's below it, so script never stops with it: script
+            -- would read one SIGCHLD for zkcoord's continue and exit when
+            -- the two come together and never see the exit (util-linux
+            -- 2.38: 5 runs in 22 at load 7 waited 10 s beside a zombie).
+            local inner = ("sh -c %s; exit $?"):format(proc.shquote(
+                ("echo $$ > %s; exec %s%s --session-timeout 2 lock %s -- sh -c %s"):format(
+                    zkpidf, CLI_LUA and (CLI_LUA .. " ") or "", proc.shquote(BIN), p,
+                    proc.shquote(("echo $$ > %s; while :; do echo tick >> %s; sleep 0.05; done")
+                                 :format(cmdpidf, ticks)))))
             local h = start({ "-qec", inner, "/dev/null" }, { bin = "script" })
             local zpid, cpid = pid_in(zkpidf), pid_in(cmdpidf)
             finally(function()
@@ -918,9 +924,8 @@ describe("zkcoord command #zk", function()
             assert.truthy(zk.wait_until(function() return #admin:children(p) == 0 end, 10))
             local n = #lines(proc.read_file(ticks))
             assert.is_true(proc.stopped(cpid))
-            -- fg (script(1) stopped itself with its child, as a shell's job)
+            -- fg: a shell continues the job, zkcoord
             assert(proc.kill(zpid, "CONT"))
-            assert(proc.kill(h.pid, "CONT"))
             local rc, out = h.wait(10)
             assert.are.equal(71, rc, out)
             assert.are.equal(n, #lines(proc.read_file(ticks)))

@@ -4,6 +4,7 @@
 local zk = require "helpers.zk"
 local proc = require "helpers.proc"
 local util = require "zkcoord.util"
+local tcpproxy = require "helpers.tcpproxy"
 
 -- Raises exactly `msg`, blaming the caller (this file), not the library.
 local function raises_here(msg, fn, ...)
@@ -81,27 +82,34 @@ describe("util.retry #zk", function()
     end)
 
     it("waits through a suspended connection and succeeds once it is back", function()
-        srv = assert(zk.zkserver.start({ tick_time = 500 }))
-        local c = zk.client { servers = srv.hosts, session_timeout = 4 }
+        -- The connection is cut and new ones refused: suspended at once, and
+        -- the link comes back right after the retry's first try failed, so
+        -- the session has its whole timeout to reconnect in. (Before: the
+        -- server paused, noticed at 2/3 of a 4 s session, resumed 1 s later
+        -- by another process: at load 7, 2 runs in 8 came back after the
+        -- session counted lost by the clock, in a new session.)
+        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)$"))))
+        finally(function() proxy:stop() end)
+        local c = zk.client { servers = proxy.hosts, session_timeout = 4 }
         local sid = c:session_id()
-        pause(srv)
+        assert(proxy:refuse())
+        assert(proxy:cut())
         assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 10, c),
-                      "the pause was not noticed")
-        -- The server comes back in 1 s, from another process.
-        assert(proc.spawn({ "sh", "-c", "sleep 1; kill -CONT " .. srv.pid }))
+                      "the cut was not noticed")
         local read, calls = counted_read(c, 0.5)
-        local st = util.retry(c, util.deadline(20), util.UNTIL_DEADLINE, read)
-        assert.truthy(st, "no answer after the server came back")
-        -- Connected again in the same session. Not necessarily at this very
-        -- moment: a handshake the paused server read late (one the
-        -- watchdog had given up) moves the session to that old socket, and
-        -- the server closes the live one: suspended once more, for a
-        -- moment (seen in a CI-style run, "lost in 4.00s" right after the
-        -- read's reply).
+        local st = util.retry(c, util.deadline(20), util.UNTIL_DEADLINE, function()
+            local a, b = read()
+            if calls() == 1 then
+                assert.is_nil(a, "answered while suspended")
+                assert(proxy:pass())
+            end
+            return a, b
+        end)
+        assert.truthy(st, "no answer after the link came back")
+        assert.is_true(calls() >= 2)
         assert.truthy(zk.wait_until(function() return c:state() == "connected" end, 10, c),
                       "not connected again")
         assert.equal(sid, c:session_id())
-        assert.is_true(calls() >= 1)
     end)
 
     it("returns a non-transient error at once, and the last one after max_tries", function()

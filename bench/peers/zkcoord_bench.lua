@@ -224,14 +224,24 @@ local function make_cycle(p, cl)
 end
 
 
+-- A measured round in which no cycle of this process ended (a loaded
+-- machine, round trips of a second: "0/s" would say no progress) goes on
+-- until one does: that cycle counts, and the round ends there (late_end;
+-- secs says so).
+local ended, late_end = 0, nil
+
 -- Loops `cycle` until `end_t`; counts (and times) cycles done by then.
 local function loop(cycle, end_t, measure)
     local ops = 0
-    while now() < end_t do
+    while now() < end_t or (measure and ended == 0 and not late_end) do
         local t0 = now()
         cycle()
         local t1 = now()
-        if t1 <= end_t then
+        if t1 <= end_t or (measure and ended == 0 and not late_end) then
+            if t1 > end_t then
+                late_end = t1
+            end
+            ended = ended + 1
             ops = ops + 1
             if measure then
                 nlat = nlat + 1
@@ -333,9 +343,10 @@ if warmup > 0 then
     last_release, node_waits = nil, {}
 end
 
+ended = 0
 local t0 = barrier()
 local ops = run(path, t0 + duration, true)
-local t1 = math.min(now(), t0 + duration)
+local t1 = late_end or math.min(now(), t0 + duration)
 table.sort(lat)
 local function pct(p)
     if nlat == 0 then

@@ -121,7 +121,7 @@ function _M:wait(timeout)
     args.check_timeout(timeout, "wait", 1)
     local client, path = self.client, self.path
     local deadline = deadlines.deadline(timeout)
-    local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
+    local down = timeout == 0 and errors.of_state(client:state())
     if down then
         return nil, down    -- only looks, and no look can go out now
     end

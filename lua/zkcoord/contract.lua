@@ -69,10 +69,11 @@ _M.read_until = impl.read_until
 -- @number[opt] timeout
 _M.wait_state = impl.wait_state
 
---- For try-onces: the results of the future `fut`, waited for only while
---- the link answers (at most the request timeout): nil, "connectionloss"
---- once the link counts as silent (`client:link_silent()`) before its reply
---- came.
+--- For try-onces: the results of the future `fut`, waited for while the
+--- connection lives (at most the request timeout, as Curator's and kazoo's
+--- try-once): nil, "connectionloss" when no reply came by then; a link gone
+--- silent ends it when libzookeeper gives the connection up (2/3 of the
+--- session timeout). `client:link_silent()` is a hint, not a verdict.
 -- @function wait_once
 -- @param client
 -- @param fut

@@ -373,7 +373,7 @@ end
 
 -- One reply of `fut`, waited for until what is left of the deadline; a
 -- try-once (timeout 0) waits for the round trip itself, but only while the
--- link answers (client:wait_once): "once" means not waiting for others.
+-- connection lives (contract.wait_once): "once" means not waiting for others.
 function _M:_reply(fut, deadline)
     if self._try then
         return contract.wait_once(self.client, fut)

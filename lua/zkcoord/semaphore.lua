@@ -81,7 +81,7 @@ end
 
 -- One reply of `fut`, waited for until what is left of the deadline; a
 -- try-once (timeout 0) waits for the round trip itself, but only while the
--- link answers (client:wait_once), as zkcoord.line does.
+-- connection lives (contract.wait_once), as zkcoord.line does.
 local function reply(client, fut, deadline, try)
     if try then
         return contract.wait_once(client, fut)
@@ -187,7 +187,7 @@ function _M:acquire(timeout)
     if client:state() == "closed" then
         return nil, "closed"
     end
-    local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
+    local down = timeout == 0 and errors.of_state(client:state())
     if down then
         return nil, down    -- try once: no round trip can go out now
     end

@@ -162,7 +162,7 @@ function _M:take(timeout)
     util.check_timeout(timeout, "take", 1)
     local client = self.client
     local deadline = timeout and now() + timeout or math.huge
-    local down = timeout == 0 and errors.of_state(client:state(), client:link_silent())
+    local down = timeout == 0 and errors.of_state(client:state())
     if down then
         return nil, down    -- only looks, and no look can go out now
     end

@@ -36,9 +36,14 @@ public final class CuratorPeer {
     // Creates our marker, counts the markers; returns how many of `kinds` there are.
     private static int mark(String kind, String countKinds) throws Exception {
         c.create().forPath(markers + "/" + kind + "-" + name);
+        return count(countKinds);
+    }
+
+    // How many markers of `kinds` there are.
+    private static int count(String kinds) throws Exception {
         int n = 0;
         for (String m : c.getChildren().forPath(markers)) {
-            if (countKinds.indexOf(m.substring(0, 1)) >= 0) {
+            if (kinds.indexOf(m.substring(0, 1)) >= 0) {
                 n++;
             }
         }
@@ -124,10 +129,21 @@ public final class CuratorPeer {
             } else if (mode.equals("group")) {
                 GroupMember g = new GroupMember(c, path, name, ("data-" + name).getBytes());
                 g.start();
+                // a member until each of the `max` contenders has seen them
+                // all (its "g" marker), for at most `hold`: they start at
+                // different times
                 long until = System.nanoTime() + hold * 1000000L;
                 TreeSet<String> seen = new TreeSet<>();
+                boolean marked = false;
                 while (System.nanoTime() < until) {
                     seen.addAll(g.getCurrentMembers().keySet());
+                    if (!marked && seen.size() >= max) {
+                        mark("g", "g");
+                        marked = true;
+                    }
+                    if (marked && count("g") >= max) {
+                        break;
+                    }
                     Thread.sleep(50);
                 }
                 say("members " + String.join(",", seen));

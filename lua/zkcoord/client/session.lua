@@ -103,9 +103,11 @@ end
 
 
 -- A link gone silent (black-holed, its server stopped) is noticed by
--- libzookeeper only once nothing came for 2/3 of the session timeout; a
--- try-once must not wait for that (issue 28). The link counts as silent
--- once a request has waited for its answer longer than a few round trips:
+-- libzookeeper only once nothing came for 2/3 of the session timeout;
+-- link_silent() says sooner that it may be (issue 28; a hint, which
+-- try-onces no longer act on: contract.wait_once). The link counts as
+-- silent once a request has waited for its answer longer than a few round
+-- trips:
 -- TCP's retransmission timeout (RFC 6298: the smoothed round trip and four
 -- deviations, of the server's answers, src/heartbeat.c) with the round
 -- trip counted twice (on a steady slow link the deviation tends to 0, and
@@ -114,8 +116,8 @@ end
 -- looks like loss).
 local SILENT_MIN = 0.2
 
--- Seconds a try-once may still wait for a reply before the link counts as
--- silent (0: silent now), or nil when not connected.
+-- Seconds until the link counts as silent (0: silent now), or nil when
+-- not connected.
 function _M:_try_wait()
     local s = self._s
     if not s or self._state ~= "connected" then
@@ -134,31 +136,28 @@ function _M:_try_wait()
 end
 
 
---- Contract, for try-onces: true when the session is connected but the
---- link left a request unanswered for longer than a few round trips: a
---- try-once then answers "connectionloss" at once (errors.of_state; ask
---- state() first, which takes in what reached the process).
+--- True when the session is connected but the link left a request
+--- unanswered for longer than a few round trips: a hint that it may be
+--- gone (ask state() first, which takes in what reached the process). Not
+--- a verdict: a slow server or a busy machine looks the same for a while,
+--- so try-onces do not act on it (contract.wait_once).
 ---@return boolean
 function _M:link_silent()
     return self:_try_wait() == 0
 end
 
 
--- Contract, for try-onces: the results of `fut`, waited for only while
--- the link answers (at most the request timeout): nil, "connectionloss"
--- once the link counts as silent before its reply came. Judged again
--- after each wait: an older request answered meanwhile gives ours the
--- rest of its own allowance.
+-- Contract, for try-onces: the results of `fut`, waited for while the
+-- connection lives, at most the request timeout; nil, "connectionloss" if
+-- no reply came by then. "Once" means not waiting for others, not giving
+-- up on a live connection's slow reply (Curator's and kazoo's try-once wait
+-- for it too): a link silent for a few round trips (link_silent) is not a
+-- lost one (TCP retransmits after one RTO, it does not give up), and at
+-- load 30 a server's reply can be 0.2 s late. A silent link ends the wait
+-- when libzookeeper gives the connection up (2/3 of the session timeout),
+-- or the clock rule the session.
 function contract.wait_once(self, fut)
-    local bound = now() + self._request_timeout
-    while not fut:is_done() do
-        local left, cap = self:_try_wait(), bound - now()
-        if left == 0 or cap <= 0 then
-            break
-        end
-        fut:ready(left and left < cap and left or cap)   -- not connected: a loss comes
-    end
-    local a, b, c = fut:wait(0)
+    local a, b, c = fut:wait(self._request_timeout)
     if a == nil and b == "timeout" and not self._closed then
         return nil, "connectionloss"
     end

@@ -85,7 +85,7 @@ function _M:enter(timeout)
         return nil, "closed"
     end
     if self._try then
-        local down = errors.of_state(client:state(), client:link_silent())
+        local down = errors.of_state(client:state())
         if down then
             return nil, down    -- try once: no round trip can go out now
         end
