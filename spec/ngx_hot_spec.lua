@@ -115,6 +115,24 @@ function _M.wake()
     ngx.say(table.concat(order, " "), " abandoned ", abandoned)
 end
 
+-- /client_drain: 200 requests sent, the worker blocked 0.3 s (its pump
+-- cannot run: the replies wait in the core's queue), then the worker's
+-- client asked for; answers how many of the 200 were completed by that.
+function _M.client_drain()
+    local c = assert(zn.client())
+    local fs = {}
+    for i = 1, 200 do fs[i] = c:send("exists", "/") end
+    pcall(ffi.cdef, "int usleep(unsigned int);")
+    ffi.C.usleep(300000)
+    assert(zn.client())
+    local done = 0
+    for i = 1, 200 do
+        if fs[i]:is_done() then done = done + 1 end
+    end
+    for i = 1, 200 do assert(fs[i]:wait(10)) end
+    ngx.say(done)
+end
+
 function _M.listings()
     ngx.say(assert(zn.client()):stats().requests.children or 0)
 end
@@ -141,6 +159,7 @@ local HTTP = [[
         location = /xlock { content_by_lua_block { require("app").xlock() } }
         location = /gap { content_by_lua_block { require("app").gap() } }
         location = /wake { content_by_lua_block { require("app").wake() } }
+        location = /client_drain { content_by_lua_block { require("app").client_drain() } }
         location = /listings { content_by_lua_block { require("app").listings() } }
         location = /state { content_by_lua_block { require("app").state() } }
     }
@@ -265,8 +284,8 @@ describe("ngx, one hot lock #zk #ngx", function()
         -- those that found the worker overdue slept 1 ms each and then all
         -- went on in the next turn, unchecked: 45 ms in one turn. Now they
         -- queue (zkcoord.wait.ngx.gate): a turn runs the budget's worth
-        -- and one more. Bound: three budgets (nginx's own work and a shared
-        -- core on top).
+        -- and one more (5-10 ms seen at load 2-20). Bound: four budgets
+        -- (nginx's own work, the monitor and a shared core on top).
         local budget = require("zkcoord.wait.ngx.turn").BUDGET
         gap()
         local status, body = n:get("/wake?n=1000", 60)
@@ -281,8 +300,18 @@ describe("ngx, one hot lock #zk #ngx", function()
         for i = 1, #order do
             assert.are.equal(i, order[i])
         end
-        assert(worst <= 3 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
-            :format(worst * 1e3, 3 * budget * 1e3))
+        assert(worst <= 4 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
+            :format(worst * 1e3, 4 * budget * 1e3))
+    end)
+
+    it("asking for the worker's client completes no queued reply (the pump's batches do)",
+       function()
+        -- Before, zkcoord.ngx.client() asked client:state(), which drains
+        -- every reply queued, with no bound, in the asking request's turn:
+        -- each request arriving while thousands were queued woke them all.
+        local status, body = n:get("/client_drain", 30)
+        assert.are.equal(200, status, body)
+        assert.are.equal(0, tonumber(body))
     end)
 
     it("a request that waited over a second for its turn is not taken for gone", function()

@@ -30,6 +30,9 @@ local _M = {}
 local OPEN = setmetatable({}, { __mode = "k" })
 -- client -> { [parent] = the batch whose listing was sent last }
 local SENT = setmetatable({}, { __mode = "k" })
+-- client -> { [parent] = the view made last (weak: as long as a batch
+-- holds it) }: the next batch's view sorts only the nodes made since.
+local LAST = setmetatable({}, { __mode = "k" })
 
 local function of(registry, client)
     local t = registry[client]
@@ -63,7 +66,11 @@ function _M.batch(client, parent)
     if not b then
         local sent = of(SENT, client)[parent]
         local busy = sent and not sent.f:is_done() and sent or nil
-        b = { client = client, parent = parent, f = nil, views = nil, n = 0, after = busy }
+        -- `before`: the view made last of this line, kept for this batch's
+        -- (LAST's is weak: collected with its batch meanwhile, it would be sorted anew)
+        local last = LAST[client]
+        b = { client = client, parent = parent, f = nil, views = nil, n = 0, after = busy,
+              before = last and last[parent] }
         open[parent] = b
         if not busy then
             client:waiter():defer(flush, b)
@@ -90,10 +97,6 @@ function _M.names(b, timeout)
 end
 
 
--- client -> { [parent] = the view made last (weak: as long as its batch
--- lives) }: the next batch's view sorts only the nodes made since.
-local LAST = setmetatable({}, { __mode = "k" })
-
 local new_table = (pcall(require, "table.new")) and require("table.new")
                   or function() return {} end
 
@@ -116,7 +119,8 @@ function _M.view(b, d, names)
             last = setmetatable({}, { __mode = "v" })
             LAST[b.client] = last
         end
-        local before = last[b.parent]
+        local before = last[b.parent] or b.before
+        b.before = nil
         if before and before.d ~= d then
             before = nil
         end
