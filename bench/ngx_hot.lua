@@ -1,12 +1,16 @@
 -- bench/ngx_hot.lua: one hot lock in nginx (issue 30, items 3 and 4).
 --   luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]
---                            [--only plain,cohort] [--cap SECONDS] [--doc]
+--                            [--only plain,cohort,sleep] [--cap SECONDS]
+--                            [--perf DIR] [--profile] [--events TEXT] [--doc]
 -- Starts its own standalone ZooKeeper (zkcoord.testing.server) and, for each
 -- point, a fresh private nginx (1 or 4 workers, doorbell pump). This process
 -- holds one exclusive lock; N requests (one connection each, sent 500 at a
 -- time as fast as they go out, over loopback) wait on it, as a plain lock
 -- or with `cohort = true`; then it releases and each request, granted,
--- releases at once. Measured:
+-- releases at once. The "sleep" shape (--only sleep) is nginx's own floor:
+-- the same requests wait on a semaphore of the worker, no lock, no
+-- ZooKeeper, and are let go one after the other (each woken request wakes
+-- the next) when this process says so. Measured:
 --  * join: from the first request sent until every request called
 --    acquire in a worker and (plain) has its node in the line, or `--cap`
 --    seconds; "missing" is how many had no node in the line at the release;
@@ -19,7 +23,15 @@
 --    they join and while they are served;
 --  * the workers' CPU (utime + stime) per second while they join and while
 --    they are served; worker RSS before, while waiting, 3 s after the last
---    was served.
+--    was served;
+--  * the most CPU the worker spent in one turn of its event loop (a timer's
+--    1 ms sleeps) while they join and while they are served;
+--  * --perf DIR: `perf record -g` of the worker (one worker) while they
+--    join, into DIR/<shape>-<count>.data (`perf report -i ...`);
+--  * --profile: LuaJIT's profiler (jit.profile) in the worker while they
+--    join: the functions where the worker's Lua spent its samples.
+-- --events TEXT adds lines to nginx's events block (an operator's
+-- settings: "multi_accept on;").
 -- --doc writes the table into docs/PERFORMANCE.md (<!-- ngx-hot -->).
 package.path = "spec/?.lua;lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("ZKCOORD_CPATH") or "lua/?.so") .. ";" .. package.cpath
@@ -33,8 +45,8 @@ local zkcoord = require "zkcoord"
 local function shape_set(text)
     local set = {}
     for v in text:gmatch("[^,]+") do
-        if v ~= "plain" and v ~= "cohort" then
-            return nil, "takes plain, cohort"
+        if v ~= "plain" and v ~= "cohort" and v ~= "sleep" then
+            return nil, "takes plain, cohort, sleep"
         end
         set[v] = true
     end
@@ -44,14 +56,19 @@ end
 local opts = options.parse(arg, {
     name = "ngx_hot.lua",
     usage = "usage: luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]"
-        .. " [--only plain,cohort] [--cap SECONDS] [--doc]",
+        .. " [--only plain,cohort,sleep] [--cap SECONDS] [--perf DIR] [--profile]"
+        .. " [--events TEXT] [--doc]",
     status = 64,
-    defaults = { counts = { 1000, 5000, 10000 }, workers = { 1 }, cap = 60, doc = false },
+    defaults = { counts = { 1000, 5000, 10000 }, workers = { 1 }, cap = 60, doc = false,
+                 profile = false },
     options = {
         ["--counts"] = options.numbers,
         ["--workers"] = options.numbers,
         ["--only"] = shape_set,
         ["--cap"] = "number",
+        ["--perf"] = "string",
+        ["--profile"] = "flag",
+        ["--events"] = "string",
         ["--doc"] = "flag",
     },
 })
@@ -121,6 +138,79 @@ function _M.xlock()
     ngx.say("ok")
 end
 
+-- nginx's floor: a request that waits without the library. The worker's
+-- sleepers wait on one semaphore; a poller (a timer, every 5 ms while some
+-- wait) posts it once when /go set the flag, and each woken request wakes
+-- the next, pausing first when the worker is overdue (as a woken waiter
+-- of the library does, zkcoord.wait.ngx.turn).
+local turn = require "zkcoord.wait.ngx.turn"
+local sleepers = { sema = nil, waiting = 0, polling = false }
+
+local function poll_go(premature)
+    while not premature and sleepers.waiting > 0 do
+        if ngx.shared.hot:get("go") then
+            sleepers.sema:post(1)
+            break
+        end
+        ngx.sleep(0.005)
+    end
+    sleepers.polling = false
+end
+
+function _M.sleep()
+    arrived = arrived + 1
+    local me = arrived
+    local d = ngx.shared.hot
+    d:incr("joined", 1, 0)
+    if not d:get("go") then
+        sleepers.sema = sleepers.sema or require("ngx.semaphore").new(0)
+        sleepers.waiting = sleepers.waiting + 1
+        if not sleepers.polling then
+            sleepers.polling = true
+            assert(ngx.timer.at(0, poll_go))
+        end
+        local ok = sleepers.sema:wait(300)
+        sleepers.waiting = sleepers.waiting - 1
+        if not ok then
+            ngx.status = 500
+            ngx.say("sleep: timeout")
+            return
+        end
+        if turn.overdue() then turn.pause() end
+        if sleepers.waiting > 0 then sleepers.sema:post(1) end
+    end
+    d:rpush("grants", ("%d %d %.6f"):format(ngx.worker.pid(), me, now()))
+    ngx.say("ok")
+end
+
+function _M.go()
+    ngx.shared.hot:set("go", ngx.var.arg_on == "1")
+    ngx.say("ok")
+end
+
+-- LuaJIT's profiler in this worker: /prof?start=1 starts it, /prof stops
+-- it and answers the samples by stack (callers first), most first.
+local profile = { counts = nil }
+function _M.prof()
+    local jp = require "jit.profile"
+    if ngx.var.arg_start then
+        local counts = {}
+        profile.counts = counts
+        jp.start("fi1", function(thread, samples, vmstate)
+            local stack = jp.dumpstack(thread, "F <", 6):gsub(" <$", "")
+            local key = vmstate .. " " .. stack
+            counts[key] = (counts[key] or 0) + samples
+        end)
+        ngx.say("started")
+        return
+    end
+    jp.stop()
+    local list = {}
+    for k, v in pairs(profile.counts or {}) do list[#list + 1] = { k, v } end
+    table.sort(list, function(a, b) return a[2] > b[2] end)
+    for i = 1, math.min(#list, 60) do ngx.say(list[i][2], "\t", list[i][1]) end
+end
+
 -- Two full collections: what the heap gives back when asked; ?trim=1:
 -- then malloc_trim(0), what glibc's heap (nginx's request pools) gives back.
 function _M.gc()
@@ -163,6 +253,9 @@ local HTTP = [[
     server {
         listen 127.0.0.1:@PORT@ backlog=4096;
         location = /xlock { content_by_lua_block { require("app").xlock() } }
+        location = /sleep { content_by_lua_block { require("app").sleep() } }
+        location = /go { content_by_lua_block { require("app").go() } }
+        location = /prof { content_by_lua_block { require("app").prof() } }
         location = /turn { content_by_lua_block { require("app").turn() } }
         location = /gc { content_by_lua_block { require("app").gc() } }
         location = /joined { content_by_lua_block { require("app").joined() } }
@@ -222,14 +315,29 @@ local function poll_all(batches)
     return left
 end
 
-local function one_point(srv, admin, root, workers, count, cohort)
-    local r = { workers = workers, count = count, cohort = cohort, join_pings = {},
+-- `perf record -g` of process `pid` into `file` until stop_perf.
+local function start_perf(pid, file)
+    local ppid = assert(proc.spawn({ "perf", "record", "-F", "999", "-g", "-p", tostring(pid),
+                                     "-o", file }, { stderr = file .. ".log", owner = true }))
+    proc.sleep(0.5)    -- perf attached
+    return ppid
+end
+
+local function stop_perf(ppid)
+    proc.kill(ppid, "INT")
+    proc.wait_exit(ppid, 30)
+end
+
+local function one_point(srv, admin, root, workers, count, shape)
+    local cohort, sleep = shape == "cohort", shape == "sleep"
+    local r = { workers = workers, count = count, shape = shape, join_pings = {},
                 serve_pings = {} }
     local ping_port = proc.free_port()
     local n = assert(nginx.start {
         workers = workers,
         vars = { PINGPORT = ping_port },
         worker_connections = count * 2 + 1000,
+        events = opts.events,
         main = ("worker_rlimit_nofile %d;"):format(count * 2 + 2000),
         env = { ZK_HOSTS = srv.hosts },
         lua_modules = { app = APP },
@@ -237,9 +345,11 @@ local function one_point(srv, admin, root, workers, count, cohort)
     })
     local ok, err = pcall(function()
         local pids = n:worker_pids()
-        local node = ("%s/%s-%d-%d"):format(root, cohort and "cohort" or "plain", workers, count)
+        local node = ("%s/%s-%d-%d"):format(root, shape, workers, count)
         assert(admin:create(node))
-        local path = "/xlock?node=" .. node .. (cohort and "&cohort=1" or "")
+        local path = sleep and "/sleep?node=" .. node
+            or "/xlock?node=" .. node .. (cohort and "&cohort=1" or "")
+        if sleep then n:get("/go?on=1") end
         -- Warm up: every worker connected, every code path run once.
         for _ = 1, 10 * workers do
             for _, x in ipairs(n:fire({ path }):collect(30)) do
@@ -250,7 +360,14 @@ local function one_point(srv, admin, root, workers, count, cohort)
         proc.sleep(1)
         r.rss0 = rss_mb(pids)
         local holder = admin:lock(node)
-        assert(holder:acquire(10))
+        if sleep then
+            n:get("/go?on=0")
+        else
+            assert(holder:acquire(10))
+        end
+        local perf = opts.perf and workers == 1
+            and start_perf(pids[1], ("%s/%s-%d.data"):format(opts.perf, shape, count))
+        if opts.profile then number_of(n, "/prof?start=1") end
         local ping = pinger(ping_port)
         number_of(n, "/turn")
         local batches = {}
@@ -267,7 +384,7 @@ local function one_point(srv, admin, root, workers, count, cohort)
         while proc.now() - t0 < opts.cap do
             local joined = number_of(n, "/joined")
             if joined >= count then
-                if cohort then break end
+                if cohort or sleep then break end
                 local st = admin:exists(node)
                 local line = st and st.num_children - 1 or 0
                 if line >= count then break end
@@ -277,9 +394,15 @@ local function one_point(srv, admin, root, workers, count, cohort)
             proc.sleep(0.005)
         end
         r.join = proc.now() - t0
+        if perf then stop_perf(perf) end
+        if opts.profile then
+            local _, body = n:get("/prof", 30)
+            io.stderr:write("  jit.profile while joining (samples, vmstate, stack leaf first):\n",
+                            body)
+        end
         r.join_turn = number_of(n, "/turn")
         r.join_cpu = (cpu_ticks(pids) - c0) / CLK_TCK / r.join
-        if not cohort then
+        if shape == "plain" then
             local st = admin:exists(node)
             r.missing = count - (st and st.num_children - 1 or 0)
         end
@@ -287,7 +410,11 @@ local function one_point(srv, admin, root, workers, count, cohort)
         -- Release; served while /ping goes on.
         local c1 = cpu_ticks(pids)
         local t_rel = zkcoord.now()
-        assert(holder:release())
+        if sleep then
+            n:get("/go?on=1")
+        else
+            assert(holder:release())
+        end
         while poll_all(batches) > 0 and zkcoord.now() - t_rel < SERVE_CAP do
             ping:maybe(r.serve_pings)
             proc.sleep(0.001)
@@ -364,7 +491,7 @@ local function table_of(results)
         "|---|---|---|---|---|---|---|---|---|---|---|",
     }
     for _, r in ipairs(results) do
-        local cells = { tostring(r.workers), tostring(r.count), r.cohort and "cohort" or "plain" }
+        local cells = { tostring(r.workers), tostring(r.count), r.shape }
         if r.broke then
             cells[#cells + 1] = "**failed**: " .. r.broke:gsub("\n.*", "")
             for _ = 5, 11 do cells[#cells + 1] = "—" end
@@ -402,11 +529,11 @@ local results = {}
 local ok, err = pcall(function()
     for _, workers in ipairs(opts.workers) do
         for _, count in ipairs(opts.counts) do
-            for _, cohort in ipairs({ false, true }) do
-                if not opts.only or opts.only[cohort and "cohort" or "plain"] then
+            for _, shape in ipairs({ "sleep", "plain", "cohort" }) do
+                if not opts.only or opts.only[shape] then
                     io.stderr:write(("%d worker(s), %d waiters, %s ...\n"):format(workers, count,
-                        cohort and "cohort" or "plain"))
-                    results[#results + 1] = one_point(srv, admin, root, workers, count, cohort)
+                        shape))
+                    results[#results + 1] = one_point(srv, admin, root, workers, count, shape)
                     io.stderr:write(table_of({ results[#results] }):match("[^\n]*$"), "\n")
                     local r = results[#results]
                     io.stderr:write(("  Lua heap after a full GC: %.1f MB; waiters that logged "

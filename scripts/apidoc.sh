@@ -69,11 +69,12 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   client/sasl client/tls line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
   wait/ngx/turn cli cli/sys compat
-  discovery/json discovery/curator discovery/dubbo discovery/view owned_node
+  discovery/json discovery/curator discovery/dubbo discovery/view owned_node revocation
   work_queue/names work_queue/put work_queue/claim
-  testing/files testing/proc testing/socket line/walk line/join line/order layout/kazoo layout/kazoo_lease
+  testing/files testing/proc testing/socket line/walk line/join line/order line/enter line/wait
+  layout/kazoo layout/kazoo_lease
   election/state election/rejoin election/run metrics/registry
-  cohort/exclusive cohort/fifo cohort/node cohort/registry cohort/seat cohort/shared"
+  cohort/node cohort/registry cohort/seat cohort/step cohort/tie"
 for f in $internal_modules; do
   src="$work/src/zkcoord/$f.lua"
   [ -f "$src" ] || src="$work/src/zkcoord/$f/init.lua"

@@ -113,6 +113,19 @@ local function show(v)
 end
 
 
+local function check_same(want, got, what)
+    local same = #want == #got
+    for i = 1, same and #want or 0 do
+        local a, b = want[i], got[i]
+        same = same and a.name == b.name and a.path == b.path and a.seq == b.seq
+               and a.marker == b.marker
+    end
+    if not same then
+        error(what, 2)
+    end
+end
+
+
 describe("line scan", function()
     it("gives the verdict the rule gives on parse's entries, over random listings", function()
         local seed = tonumber(os.getenv("SCAN_SEED")) or os.time()
@@ -141,6 +154,48 @@ describe("line scan", function()
         -- the listings reached every verdict, often
         for kind, n in pairs(counts) do
             assert.is_true(n > 1000, kind .. " only " .. n .. " times")
+        end
+    end)
+
+    it("sorted gives parse's entries, in parse's order, over random listings, "
+       .. "also from an earlier listing's answer", function()
+        -- line.join's view of a listing many joins read: parse made cheaper
+        local seed = tonumber(os.getenv("SCAN_SEED")) or os.time()
+        local r = rng_mod.new(seed)
+        for _, cfg in ipairs(CONFIGS) do
+            local d = line.driver { marker = cfg.marker, markers = cfg.markers, rule = cfg.rule }
+            for case = 1, 1000 do
+                local names = random_case(r, cfg)
+                local parent = r:pick { "/", "/a/line" }
+                local want = assert(drivers.parse(d, parent, names))
+                local got = assert(drivers.sorted(d, parent, names))
+                check_same(want, got, ("%s, case %d (SCAN_SEED=%d): listing %s"):format(
+                    cfg.what, case, seed, table.concat(names, " ")))
+                -- A later listing from this one's answer: some left, some
+                -- came (sequence numbers above, or anything at all).
+                local index = {}
+                for i, e in ipairs(got) do index[e.name] = i end
+                local later, seen = {}, {}
+                for _, name in ipairs(names) do
+                    if r:int(1, 4) > 1 then
+                        later[#later + 1], seen[name] = name, true
+                    end
+                end
+                local top = #got > 0 and got[#got].seq or 0
+                for _ = 1, r:int(0, 8) do
+                    local name = r:int(1, 5) == 1 and random_name(r, cfg)
+                        or ("_c_%08x-%s%010d"):format(r:int(0, 2147483646), cfg.marker,
+                                                      math.min(top + r:int(1, 9), 2147483647))
+                    if not seen[name] then
+                        table.insert(later, r:int(1, #later + 1), name)
+                        seen[name] = true
+                    end
+                end
+                check_same(assert(drivers.parse(d, parent, later)),
+                           assert(drivers.sorted(d, parent, later, { entries = got, index = index })),
+                           ("%s, case %d (SCAN_SEED=%d): listing %s after %s"):format(cfg.what,
+                               case, seed, table.concat(later, " "), table.concat(names, " ")))
+            end
         end
     end)
 

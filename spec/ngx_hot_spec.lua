@@ -86,6 +86,35 @@ function _M.gap()
     max_gap = 0
 end
 
+-- /wake?n=N: N light threads of this request wait on events of the
+-- client's waiter; a timer sets them all at once, and each, woken, works
+-- WORK seconds of CPU. Answers the order in which they went on.
+-- ?work=SECONDS (default 50 µs); the answer ends with how many of the
+-- events the reaper took for abandoned (their coroutine gone).
+function _M.wake()
+    local n, work = tonumber(ngx.var.arg_n), tonumber(ngx.var.arg_work) or 50e-6
+    local w = assert(zn.client()):waiter()
+    local evs, order, threads = {}, {}, {}
+    for i = 1, n do evs[i] = w:event() end
+    for i = 1, n do
+        threads[i] = ngx.thread.spawn(function()
+            assert(evs[i]:wait(60))
+            order[#order + 1] = i
+            local t = cpu_now()
+            while cpu_now() - t < work do end
+        end)
+    end
+    assert(ngx.timer.at(0, function()
+        for i = 1, n do evs[i]:set() end
+    end))
+    for i = 1, n do assert(ngx.thread.wait(threads[i])) end
+    local abandoned = 0
+    for i = 1, n do
+        if evs[i].abandoned then abandoned = abandoned + 1 end
+    end
+    ngx.say(table.concat(order, " "), " abandoned ", abandoned)
+end
+
 function _M.listings()
     ngx.say(assert(zn.client()):stats().requests.children or 0)
 end
@@ -111,6 +140,7 @@ local HTTP = [[
         listen 127.0.0.1:@PORT@ backlog=4096;
         location = /xlock { content_by_lua_block { require("app").xlock() } }
         location = /gap { content_by_lua_block { require("app").gap() } }
+        location = /wake { content_by_lua_block { require("app").wake() } }
         location = /listings { content_by_lua_block { require("app").listings() } }
         location = /state { content_by_lua_block { require("app").state() } }
     }
@@ -227,6 +257,51 @@ describe("ngx, one hot lock #zk #ngx", function()
         assert(r.listings <= LISTINGS, ("%d listings for %d joins"):format(r.listings, N))
         assert(r.serve_gap <= r.serve_bound, ("served: the worker worked %.1f ms in a turn, bound %.1f ms")
             :format(r.serve_gap * 1e3, r.serve_bound * 1e3))
+    end)
+
+    it("requests woken while the worker is overdue go on a few per turn, in the order woken",
+       function()
+        -- 1,000 woken at once, 50 µs of work each: 50 ms in all. Before,
+        -- those that found the worker overdue slept 1 ms each and then all
+        -- went on in the next turn, unchecked: 45 ms in one turn. Now they
+        -- queue (zkcoord.wait.ngx.gate): a turn runs the budget's worth
+        -- and one more. Bound: three budgets (nginx's own work and a shared
+        -- core on top).
+        local budget = require("zkcoord.wait.ngx.turn").BUDGET
+        gap()
+        local status, body = n:get("/wake?n=1000", 60)
+        assert.are.equal(200, status, body)
+        local worst = gap()
+        print(("\n[ngx_hot] 1000 woken at once: most work in a turn %.1f ms"):format(worst * 1e3))
+        local list, abandoned = body:match("^(.-) abandoned (%d+)")
+        assert.are.equal("0", abandoned)
+        local order = {}
+        for v in list:gmatch("%d+") do order[#order + 1] = tonumber(v) end
+        assert.are.equal(1000, #order)
+        for i = 1, #order do
+            assert.are.equal(i, order[i])
+        end
+        assert(worst <= 3 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
+            :format(worst * 1e3, 3 * budget * 1e3))
+    end)
+
+    it("a request that waited over a second for its turn is not taken for gone", function()
+        -- 300 woken at once, 6 ms of work each (over the budget): one per
+        -- turn, 2 s in all; the reaper (every 50 ms) takes a set event not
+        -- resumed for a second for one whose request was aborted, and its
+        -- positions leave the line. Before, one let go by the gate's timer
+        -- in the turn the reaper ran in (it resumes after the timers) was
+        -- taken for gone: its node deleted under a live request.
+        local status, body = n:get("/wake?n=300&work=0.006", 60)
+        assert.are.equal(200, status, body)
+        local list, abandoned = body:match("^(.-) abandoned (%d+)")
+        assert.are.equal("0", abandoned)
+        local i = 0
+        for v in list:gmatch("%d+") do
+            i = i + 1
+            assert.are.equal(i, tonumber(v))
+        end
+        assert.are.equal(300, i)
     end)
 
     it("2,000 requests on the cohort are served in arrival order, the worker turning meanwhile",

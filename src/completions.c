@@ -290,10 +290,14 @@ void queue_push(zkq *q, record *r)
     }
     peer = q->peer_fd;
     if (bell)
-        pthread_cond_broadcast(&q->cv);
-    if (bell)
         ring(q, peer);  /* under the mutex so the peer fd cannot be closed meanwhile */
     pthread_mutex_unlock(&q->mu);
+    /* After the unlock: a waiter woken under our mutex would only block on
+     * it again (two more futex calls and a context switch per wake-up). It
+     * reads head under the mutex, so it cannot miss this record. The
+     * session's reference keeps q alive until its threads are joined. */
+    if (bell)
+        pthread_cond_broadcast(&q->cv);
 }
 
 /* ZK THREAD: see ring(). */
@@ -301,9 +305,9 @@ void queue_kick(zkq *q)
 {
     pthread_mutex_lock(&q->mu);
     q->kicked = 1;
-    pthread_cond_broadcast(&q->cv);
     ring(q, q->peer_fd);
     pthread_mutex_unlock(&q->mu);
+    pthread_cond_broadcast(&q->cv);   /* after the unlock: see queue_push */
 }
 
 /* From now on wake-ups also write the eventfd. Records already waiting rang

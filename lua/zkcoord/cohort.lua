@@ -53,32 +53,43 @@
 --
 -- A lock whose pick hook returns another driver for an acquire (rwlock's
 -- downgrade) makes that owner's node without the cohort. An rwlock's
--- readers share a node (zkcoord.cohort.shared).
+-- readers share a node: a reader joins a held read node at once (no
+-- request) within the same bound (with a writer's node behind it, the
+-- writer may be waiting), else it opens a new read node, behind that
+-- writer; readers that come while a read node is entered all hold when it
+-- is through; the node goes with its last reader.
 --
 -- Layout: a lock takes its positions from a factory (positions() below):
 -- a line position (zkcoord.line) without the cohort, a seat
--- (zkcoord.cohort.seat) with it, both answering the same interface. A
--- seat is served by zkcoord.cohort.exclusive (one holder: the lock) or
--- zkcoord.cohort.shared (the rwlock's readers), over the local queue and
--- the one bound of local grants (cohort/fifo.lua), the node's watches
--- (cohort/node.lua) and the per-line registry (cohort/registry.lua).
+-- (zkcoord.cohort.seat) with it, both answering the same interface. All
+-- seats go one path, under a capacity policy that is data
+-- (seat.POLICIES): `capacity`, how many seats hold a node at once (1 for
+-- a lock, any number for an rwlock's readers; writers are not cohorted),
+-- and `join_held`, whether an arrival joins a held node at once (readers,
+-- within the bound; one that may not opens a new "generation": a new
+-- node) or queues. The cohort of a client's seats on one line
+-- (cohort/registry.lua) has one local queue, in arrival order, and one
+-- generation arrivals go to (a node being entered, or held, by the seats
+-- that hold it together). cohort/seat.lua has the queue, the bound and
+-- the grants of a node; cohort/node.lua the node's lifetime (the join
+-- that makes it, who leads it, its loss) and its watches (confirmation,
+-- remote waiters, revocation); cohort/step.lua the seat's enter_step;
+-- cohort/tie.lua nginx's tie of a seat to its request.
 local line = require "zkcoord.line"
 local util = require "zkcoord.util"
-local fifo = require "zkcoord.cohort.fifo"
-local exclusive = require "zkcoord.cohort.exclusive"
-local shared = require "zkcoord.cohort.shared"
 local seat = require "zkcoord.cohort.seat"
 
 local argerror = util.argerror
 local type, ipairs, setmetatable, math_floor = type, ipairs, setmetatable, math.floor
 
 local _M = { _VERSION = require("zkcoord.version") }
+local POLICIES = seat.POLICIES
 
-local LOCAL_BITS, LOCAL_MAX = fifo.LOCAL_BITS, fifo.LOCAL_MAX
+local LOCAL_BITS, LOCAL_MAX = seat.LOCAL_BITS, seat.LOCAL_MAX
 local EXACT = 2 ^ 53
 
-_M.DEFAULT_HANDOFFS = fifo.DEFAULT_HANDOFFS
-_M.DEFAULT_TIME = fifo.DEFAULT_TIME
+_M.DEFAULT_HANDOFFS = seat.DEFAULT_HANDOFFS
+_M.DEFAULT_TIME = seat.DEFAULT_TIME
 
 
 --- The token pair (czxid, n) as one number, in the same order; nil when it
@@ -158,7 +169,7 @@ function _M.positions(opts, driver)
         if d ~= driver then
             return line_position(client, path, d, o)
         end
-        return seat.new(client, path, d, o, SHARED[d] and shared or exclusive)
+        return seat.new(client, path, d, o, SHARED[d] and POLICIES.shared or POLICIES.exclusive)
     end
 end
 

@@ -6,30 +6,10 @@
 --   local q = line.new(client, "/jobs/nightly", ONE, "host-a")
 --   if q:enter(5) then run() q:leave() end     -- nil: wait forever, 0: once
 --
---   1. create  <parent>/_c_<uuid>-<marker><seq>  (sequential; ephemeral
---      unless the driver says otherwise; its prefix may replace the
---      _c_<uuid>-) and list <parent>'s children in
---      the same round trip (one session runs its requests in order, so the
---      list already holds our node); the joins of one client that run
---      together share that listing (line/join.lua);
---   2. sort the participants (children carrying one of the driver's
---      markers; anything else under the parent is ignored) by sequence
---      number (equal numbers, only hand-made names have them, by name), or
---      by the driver's key;
---   3. ask the driver's rule: `true` means we are through, an entry means
---      "wait until this one node changes" (exactly one: no herd effect),
---      `line.ANY` means "wait until the line changes" (any create or
---      delete under the parent: for rules no single node can answer).
---      Steps 2 and 3 are one pass over the names, with no table per name
---      and no sort, when the rule is rules.first, none_below or
---      first_none_above and the driver has no key (the same verdict:
---      zkcoord.line.rules' scans);
---   4. watch that node with get() (a watch on a missing node is never set,
---      so none leaks, Curator's choice), or list the line again with a
---      watch and ask the rule about that very listing; wait, go back to 2.
---      With a scan, a waiter whose node goes walks down the entries it saw
---      below it instead of listing again (line/walk.lua): a handoff sends
---      no listing.
+-- enter() creates our sequential node and lists the line in one round
+-- trip, asks the driver's rule, and waits on the one node the rule names
+-- (no herd effect) or on any change of the line (line.ANY); the steps are
+-- told in zkcoord.line.enter, and docs/ARCHITECTURE.md walks them.
 --
 -- The driver (Curator's LockInternalsDriver) is everything a recipe says
 -- about its line, a table checked once by line.driver{...}:
@@ -78,35 +58,36 @@
 -- node that outlives sessions stays: it goes only by leave(), someone's
 -- delete, or its TTL.
 --
--- Files: this one (positions, enter and its waits), line/driver.lua
--- (checking drivers), line/order.lua (a listing in line order), line/rules.lua (rules, verdicts),
--- line/node.lua (our own node), line/walk.lua (a waiter's way down what it
--- saw), line/join.lua (joins sharing a listing). zkcoord.queue is an alias of this module.
+-- Files: this one (positions), line/enter.lua (enter and enter_step),
+-- line/wait.lua (verdicts and waits), line/driver.lua (checking drivers),
+-- line/order.lua (a listing in line order), line/rules.lua (rules,
+-- verdicts), line/node.lua (our own node), line/walk.lua (a waiter's way
+-- down what it saw), line/join.lua (joins sharing a listing).
+-- zkcoord.queue is an alias of this module.
 -- An argument error raised inside a rule (a rule maker passed uncalled)
--- climbs through enter() and _decide(); util.raise passes over the frames
+-- climbs through enter() and line/wait.lua's decide; util.raise passes over the frames
 -- of every library file, line/*.lua included (util.SUBDIRS), so it blames
 -- the caller wherever the engine's parts live.
 local core = require "zkcoord.core"
 local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
+local order = require "zkcoord.line.order"
 local node = require "zkcoord.line.node"
-local walk = require "zkcoord.line.walk"
-local join = require "zkcoord.line.join"
+local enter = require "zkcoord.line.enter"
 local contract = require "zkcoord.contract"
 
 local args = require "zkcoord.util.args"
 local deadlines = require "zkcoord.util.deadline"
 local reads = require "zkcoord.util.reads"
 local retries = require "zkcoord.util.retry"
-local callbacks = require "zkcoord.util.callbacks"
 local errors = require "zkcoord.errors"
 
-local remaining, argerror, waker = deadlines.remaining, args.argerror, callbacks.waker
-local type, error, ipairs, setmetatable = type, error, ipairs, setmetatable
-local getmetatable, pcall = getmetatable, pcall
+local remaining, argerror = deadlines.remaining, args.argerror
+local type, ipairs, setmetatable, getmetatable = type, ipairs, setmetatable, getmetatable
 local CLIENT_MT = contract.mt
 local ANY = rules.ANY
 local UNTIL_DEADLINE = retries.UNTIL_DEADLINE
+local index_of = order.index_of
 
 local _M = { _VERSION = require("zkcoord.version") }
 local mt = { __index = _M }
@@ -251,15 +232,6 @@ end
 
 local EMPTY = {}
 
-local function index_of(entries, name)
-    for i, e in ipairs(entries) do
-        if e.name == name then
-            return i
-        end
-    end
-    return nil
-end
-
 
 --- fn(entries, me, q) now and after every change of the line, until
 --- w:cancel(): the participants in order and our index among them
@@ -284,7 +256,7 @@ end
 function _M:leave()
     check_self(self, "leave")
     local mine = self:_owns_node()
-    self:_unwatch_step()
+    enter.unwatch_step(self)
     local n = node.forget(self)
     if n and mine then
         self.client:delete_guaranteed(n, nil, self.persistent)
@@ -297,22 +269,6 @@ end
 -- that created it; one that outlives sessions until someone deletes it.
 function _M:_owns_node()
     return self.persistent or self._serial == contract.serial(self.client)
-end
-
-
--- Leaves when enter() gives up at its deadline, and returns once the
--- delete is applied (as kazoo's lock does): another session that looks
--- right after sees no node of ours. Requests of one session run in order,
--- so the reply of a read sent after the delete comes after it; waited for
--- at most the request timeout, and not on a silent link (the delete then
--- goes out once connected, as leave()'s always does).
-function _M:_give_up()
-    local path, mine = self._node, self:_owns_node()
-    self:leave()
-    local client = self.client
-    if path and mine and client:state() == "connected" and not client:link_silent() then
-        client:send("exists", path):wait(contract.request_timeout(client))
-    end
 end
 
 
@@ -412,7 +368,8 @@ end
 
 
 -- ---------------------------------------------------------------------------
--- enter() and its waits.
+-- enter() and enter_step() (line/enter.lua), and how their waits are
+-- bounded (line/node.lua, line/walk.lua and line/wait.lua ask these).
 
 -- One reply of `fut`, waited for until what is left of the deadline; a
 -- try-once (timeout 0) waits for the round trip itself, but only while the
@@ -452,134 +409,6 @@ function _M:_read_deadline(deadline)
 end
 
 
--- Stops waiting for a change of the line (fire and forget).
-local function disarm(self, armed)
-    if armed then
-        self.client:remove_watches(self.path, armed.wake)
-    end
-end
-
-
--- Our node is not in a listing sent after it was made: gone (deleted, or
--- its session ended). We join again, at the end of the line: said in the
--- log, since the waiters that came after us are now served first.
-function _M:_missing()
-    self.client:log("warn", ("line %s: our node %s is missing from the line: joining again, "
-                             .. "at its end"):format(self.path, tostring(self._name)))
-    node.forget(self)
-end
-
-
--- Asks the rule about a fresh listing. Returns "through"; "again" (our
--- node is gone: join again), nil, the armed line watch; or "judged" (the
--- verdict still to be checked) or "scanned" (the driver's one-pass scan
--- gave it: nothing to check), the verdict, the armed watch, and for
--- "judged" the entries and our index. A raising rule leaves no node behind.
--- With a scan, what is below the verdict is kept for the walk (line.walk);
--- `b`, a join batch (line.join) of more than one join, gives the listing
--- parsed once for all of them; a join alone scans it in one pass.
-function _M:_decide(names, armed, b)
-    local d = self.driver
-    if d.scan and b and b.n > 1 then
-        local v = join.view(b, d, names)
-        local me = v.index[self._name]
-        if not me then
-            self:_missing()
-            return "again", nil, armed
-        end
-        local verdict = self.rule(v.entries, me, self)    -- a built-in: reads only
-        if verdict == true then
-            disarm(self, armed)
-            return "through"
-        end
-        self._below, self._below_cut = walk.keep_entries(v.entries, verdict, me, d.scan.below)
-        self._line_size = #names
-        return "scanned", verdict, armed
-    elseif d.scan then
-        local verdict, kept, cut = drivers.scan(d, self.path, names, self._name, walk.KEEP)
-        if verdict == nil then
-            self:_missing()
-            return "again", nil, armed
-        elseif verdict == true then
-            disarm(self, armed)
-            return "through"
-        end
-        self._below, self._below_cut, self._line_size = kept, cut, #names
-        return "scanned", verdict, armed
-    end
-    local entries = self:parse(names)
-    local me = index_of(entries, self._name)
-    if not me then
-        self:_missing()
-        return "again", nil, armed
-    end
-    local rok, verdict = pcall(self.rule, entries, me, self)
-    if not rok then
-        disarm(self, armed)
-        self:leave()
-        error(verdict, 0)
-    end
-    if verdict == true then
-        disarm(self, armed)
-        return "through"
-    end
-    return "judged", verdict, armed, entries, me
-end
-
-
--- Waits as the rule's verdict says. Returns true, nil, the next listing
--- (or nil), the armed line watch and true when the walk found us through
--- (line.walk), or nil, err.
-function _M:_wait_verdict(verdict, armed, deadline, epoch)
-    if remaining(deadline) == 0 then
-        disarm(self, armed)
-        return nil, "timeout"
-    end
-    if verdict == ANY then
-        return self:_wait_line(armed, deadline, epoch)
-    end
-    disarm(self, armed)
-    return self:_wait_for(verdict, deadline, epoch)
-end
-
-
--- Waits on ev for what is left of the deadline; interrupt() may set it.
--- An interrupt() during the round trip before (the watch's request) was
--- not seen by ev: no wait then.
-local function wait_event(self, ev, deadline, epoch)
-    if self._epoch ~= epoch then
-        return
-    end
-    self._wait_ev = ev
-    ev:wait(remaining(deadline))
-    if self._wait_ev == ev then
-        self._wait_ev = nil
-    end
-end
-
-
--- The reads of enter(), one try each for util.retry (UNTIL_DEADLINE: after
--- a session expiry they go on in the new session). Both answer true
--- instead when our node went with an ended session: enter() joins again
--- rather than wait on a line we are no longer in.
-
--- Lists the line (with watch `wake`, if any).
-local function read_line(self, deadline, wake)
-    if self._node and not self:_owns_node() then
-        return true
-    end
-    return contract.read_until(self.client, self:_read_deadline(deadline), "children", self.path, wake)
-end
-
--- Reads the node at `path` with watch `wake`.
-local function read_entry(self, deadline, path, wake)
-    if not self:_owns_node() then
-        return true
-    end
-    return contract.read_until(self.client, self:_read_deadline(deadline), "get", path, wake)
-end
-
-
 --- Joins the line (if not already in it) and waits until the rule lets us
 --- through, at most `timeout` seconds (nil: no limit; 0: decide now).
 --- interrupt() while it waits ends it: nil, "interrupted".
@@ -587,86 +416,7 @@ end
 function _M:enter(timeout)
     check_self(self, "enter")
     args.check_timeout(timeout, "enter", 1)
-    local client = self.client
-    local deadline = deadlines.deadline(timeout)
-    self._try = timeout == 0
-    if contract.is_closed(client) then
-        return nil, "closed"
-    end
-    if self._try then
-        local down = errors.of_state(client:state())
-        if down then
-            return nil, down    -- try once: no round trip can go out now
-        end
-    end
-    local names, joined, armed, batch   -- armed: { ev =, wake = } while a line watch is set
-    local epoch = self._epoch
-    while true do
-        if self._epoch ~= epoch then
-            -- interrupt() came while we waited: the node is not to be made again
-            -- (a missing node would otherwise read as "join again").
-            disarm(self, armed)
-            self:leave()     -- a node created after it
-            return nil, "interrupted"
-        end
-        if self._node and not self:_owns_node() then
-            node.forget(self)    -- the session that owned it ended: join again
-        end
-        if not self._node then
-            -- Joining again (our node went) only while there is time left.
-            if joined and not self._try and remaining(deadline) == 0 then
-                disarm(self, armed)
-                return nil, "timeout"
-            end
-            joined = true
-            local ok, res
-            ok, res, batch = node.create(self, deadline)
-            if not ok then
-                disarm(self, armed)
-                return nil, res
-            end
-            names = res
-            if not names then
-                batch = nil    -- the batch's listing failed: ours, below, is not its
-            end
-        end
-        if not names then
-            local err
-            names, err = retries.retry(client, deadline, self:_policy(), read_line, self, deadline)
-            if not names then
-                disarm(self, armed)
-                if err == "timeout" then self:_give_up() else self:leave() end
-                return nil, err    -- "timeout", "closed", a ZooKeeper code
-            elseif names == true then
-                names = nil        -- our node went with the session: join again
-            end
-        end
-        if names and self._epoch == epoch then
-            local how, verdict, entries, me
-            how, verdict, armed, entries, me = self:_decide(names, armed, batch)
-            names, batch = nil, nil
-            if how == "through" then
-                return self:_pass()
-            elseif how ~= "again" then
-                if how == "judged" then
-                    rules.check_verdict(self, verdict, entries, me)
-                end
-                -- The listing must not stay alive for the whole wait: with N
-                -- waiters that is N listings of N entries (10,000 requests
-                -- waiting in one nginx worker ran it out of memory).
-                entries, me = nil, nil    -- luacheck: ignore 311
-                local ok, err, through
-                ok, err, names, armed, through = self:_wait_verdict(verdict, armed, deadline,
-                                                                    epoch)
-                if not ok then
-                    if err == "timeout" then self:_give_up() else self:leave() end
-                    return nil, err
-                elseif through then
-                    return self:_pass()
-                end
-            end
-        end
-    end
+    return enter.enter(self, timeout)
 end
 
 
@@ -685,197 +435,7 @@ function _M:enter_step(wake, timeout)
     check_self(self, "enter_step")
     args.check_fn(wake, "enter_step", 1)
     args.check_timeout(timeout, "enter_step", 2)
-    local client = self.client
-    if contract.is_closed(client) then
-        return nil, "closed"
-    end
-    self:_unwatch_step()
-    self._try = false
-    local deadline = deadlines.deadline(timeout)
-    local names, batch, armed
-    for _ = 1, retries.MAX_RACES do
-        if self._node and not self:_owns_node() then
-            node.forget(self)    -- the session that owned it ended: join again
-        end
-        if not self._node then
-            local ok
-            ok, names, batch = node.create(self, deadline)
-            if not ok then
-                disarm(self, armed)
-                return nil, names
-            end
-        end
-        local err
-        if not names then
-            batch = nil
-            names, err = retries.retry(client, deadline, UNTIL_DEADLINE, read_line, self, deadline)
-        end
-        if names == nil then
-            disarm(self, armed)
-            return nil, err
-        elseif names ~= true then
-            local how, verdict, entries, me
-            how, verdict, armed, entries, me = self:_decide(names, armed, batch)
-            names, batch = nil, nil
-            self._below = nil    -- no walk: the next step lists
-            if how == "through" then
-                return self:_pass()
-            elseif how == "judged" then
-                rules.check_verdict(self, verdict, entries, me)
-            end
-            if how == "again" then
-                disarm(self, armed)
-                armed = nil
-            elseif verdict == ANY and armed then
-                self._step_watch = { self.path, armed.wake }    -- set by the listing judged
-                return false
-            elseif verdict == ANY then
-                -- List with the watch, and judge that very listing.
-                armed = { wake = wake }
-                names, err = retries.retry(client, deadline, UNTIL_DEADLINE, read_line, self,
-                                        deadline, wake)
-                if names == nil and err == "nonode" then
-                    names = {}     -- the parent went, and our node with it: join again
-                elseif names == nil then
-                    client:remove_watches(self.path, wake)
-                    return nil, err
-                end
-            else
-                disarm(self, armed)
-                armed = nil
-                local data, rerr = retries.retry(client, deadline, UNTIL_DEADLINE, read_entry, self,
-                                              deadline, verdict.path, wake)
-                if data ~= nil and data ~= true then
-                    self._step_watch = { verdict.path, wake }
-                    return false
-                elseif data == nil then
-                    client:remove_watches(verdict.path, wake)
-                    if rerr ~= "nonode" then
-                        return nil, rerr
-                    end
-                end    -- it went (or our node did): judge a new listing
-            end
-        end
-        if names == true then
-            names = nil    -- our node went with the session: join again
-        end
-    end
-    disarm(self, armed)
-    return nil, "timeout"    -- the line moved under every try (bounded)
-end
-
-
--- Removes the watch the last enter_step() set (fire and forget).
-function _M:_unwatch_step()
-    local w = self._step_watch
-    if w then
-        self._step_watch = nil
-        if not contract.is_closed(self.client) then
-            self.client:remove_watches(w[1], w[2])
-        end
-    end
-end
-
-
--- Through: what enter() returns, and what the holder's watches need.
-function _M:_pass()
-    self._through = true
-    walk.passed_here(self)
-    if #self._lost_fns > 0 then
-        node.watch_own(self)
-    end
-    return true
-end
-
-
--- The rule said ANY. If a watch on the line is set already (the rule
--- just saw the listing that set it), wait for it to fire; then list the
--- line again with a new watch, so the rule's next answer is about exactly
--- the listing the watch starts from: no change can slip between the two.
--- Returns true, the new listing and the armed watch (or nil, err).
-function _M:_wait_line(armed, deadline, epoch)
-    local client = self.client
-    if armed then
-        wait_event(self, armed.ev, deadline, epoch)
-        if self._epoch ~= epoch then
-            disarm(self, armed)
-            return true, nil, nil, nil     -- left meanwhile: enter() stops
-        elseif not armed.ev.is_set then
-            disarm(self, armed)
-            return nil, contract.is_closed(client) and "closed" or "timeout"
-        end
-    end
-    -- One closure per wait (util.waker): a watch is removed by its function.
-    local ev = client:waiter():event()
-    local wake = waker(ev)
-    local names, err = retries.retry(client, deadline, self:_policy(), read_line, self, deadline,
-                                  wake)
-    if names == true then
-        return true, nil, nil, nil      -- our node went with the session: join again
-    elseif names then
-        return true, nil, names, { ev = ev, wake = wake }
-    elseif err == "nonode" then
-        return true, nil, {}, nil      -- the parent went, and our node with it: join again
-    end
-    client:remove_watches(self.path, wake)   -- a reply after our wait ran out may set it
-    return nil, err, nil, nil
-end
-
-
--- Waits until `entry` changes or goes. Returns true to re-check the line
--- (list it), or true, nil, nil, nil, true when the walk down what we kept
--- found us through (line.walk). A data change (revocation's request)
--- watches the same entry again; a delete walks down to the next one.
-function _M:_wait_for(entry, deadline, epoch)
-    local client = self.client
-    local path = entry.path
-    local from = walk.source(path)    -- kept alive: its proof is read when it goes
-    local ev, box, wake
-    while true do
-        if not ev then
-            ev, box = client:waiter():event(), {}
-            wake = walk.typed_waker(ev, box)
-            if from and self._below and self:_owns_node() then
-                walk.watch_mine(self)    -- its delete may let us through without a request
-            end
-            local data, err = retries.retry(client, deadline, self:_policy(), read_entry, self,
-                                         deadline, path, wake)
-            if data == true then
-                return true    -- our node went with the session: join again
-            elseif data == nil then
-                client:remove_watches(path, wake)   -- a reply after our wait ran out may set it
-                if err ~= "nonode" then
-                    return nil, err
-                end
-                box.type = "deleted"
-                ev:set()
-            end
-        end
-        wait_event(self, ev, deadline, epoch)
-        if self._epoch ~= epoch then
-            client:remove_watches(path, wake)
-            return true     -- left meanwhile: enter() stops
-        elseif not ev.is_set then
-            client:remove_watches(path, wake)
-            if contract.is_closed(client) then
-                return nil, "closed"
-            end
-            return nil, "timeout"
-        end
-        if box.type == "changed" then
-            ev = nil    -- watch it again
-        elseif box.type ~= "deleted" then
-            return true
-        else
-            local nxt, nfrom = walk.walk(self, path, from, deadline)
-            if nxt == true then
-                return true, nil, nil, nil, true
-            elseif not nxt then
-                return true
-            end
-            path, from, ev = nxt, nfrom, nil    -- watch the one the walk found
-        end
-    end
+    return enter.step(self, wake, timeout)
 end
 
 

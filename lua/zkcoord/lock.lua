@@ -28,8 +28,8 @@
 -- Revocation (Curator's protocol, so Curator's Revoker and ours revoke each
 -- other's holders): anyone asks a holder to give the lock up by writing
 -- "__REVOKE__" into its node (zkcoord.lock.revoke(client, node)); a holder
--- that registered lock:on_revoke(fn) watches its node's data and fn runs.
--- Releasing is the holder's decision.
+-- that registered lock:on_revoke(fn) watches its node's data and fn runs
+-- (zkcoord.revocation). Releasing is the holder's decision.
 --
 -- Connection loss ("suspended"): the lock stays held; the session may
 -- still be alive. Session loss ("lost", or suspended for longer than the
@@ -52,8 +52,9 @@ local util = require "zkcoord.util"
 local cohort = require "zkcoord.cohort"
 local kazoo = require "zkcoord.layout.kazoo"
 local contract = require "zkcoord.contract"
+local revocation = require "zkcoord.revocation"
 
-local type, pairs, setmetatable, getmetatable = type, pairs, setmetatable, getmetatable
+local type, pairs, setmetatable = type, pairs, setmetatable
 local tostring = tostring
 local argerror = util.argerror
 local now = require("zkcoord.core").now
@@ -186,17 +187,8 @@ local function hold_lost(reason, h)
 end
 
 
-local REVOKE = "__REVOKE__"     -- Curator's LockInternals.REVOKE_MESSAGE
-
-
--- Is `h` still the hold of its owner on lock `self`?
-local function is_current(self, h)
-    return self._holds[h.owner] == h
-end
-
-local watch_revoke
-
--- A revocation request for hold `h` (its node's data is REVOKE): tell.
+-- A revocation request for hold `h` (its node's data is REVOKE): tell
+-- (static: zkcoord.revocation calls it with the hold).
 local function revoke_requested(h)
     local self = h.lock
     if self._holds[h.owner] ~= h or h.revoked then
@@ -206,37 +198,19 @@ local function revoke_requested(h)
     util.call_all(self.client, self._revoke_fns, "lock on_revoke", h.owner, h.q:node())
 end
 
-
--- Made outside any waiting frame (in nginx a waiting coroutine may be gone
--- when a watch fires): re-arms on a data change, stops when the node went.
-local function revoke_watcher(h)
-    return function(ev)
-        if ev.type == "changed" and is_current(h.lock, h) then
-            watch_revoke(h)
-        end
-    end
-end
-
-local function revoke_reply(h)
-    return function(data)
-        if data == REVOKE then
-            revoke_requested(h)
-        end
-    end
-end
-
--- Reads the node's data with a watch, without waiting (no round trip added
--- to acquire); armed only while someone listens, as on_lost is. A position
--- that watches revocation requests itself (a cohort seat: one watch per
--- node for all its holders) is asked to tell instead.
-watch_revoke = function(h)
+-- Watches hold `h`'s node for revocation requests (zkcoord.revocation:
+-- no round trip added to acquire; the node's delete ends the watch), only
+-- while someone listens, as on_lost is. A position that watches them
+-- itself (a cohort seat: one watch per node for all its holders) is asked
+-- to tell instead.
+local function watch_revoke(h)
     local q = h.q
     if q.on_revoke then
         return q:on_revoke(revoke_requested, h)
     end
     local node = q:node()
     if node then
-        h.lock.client:send("get", node, revoke_watcher(h)):on_done(revoke_reply(h))
+        revocation.watch(h.lock.client, node, revoke_requested, h)
     end
 end
 
@@ -411,15 +385,7 @@ end
 --- zkcoord's lock and rwlock nodes whose holder listens for it.
 ---@return true|nil ok, string? err "nonode" (no such holder) | a code
 function _M.revoke(client, node)
-    if getmetatable(client) ~= contract.mt then
-        argerror(1, "revoke", "zkcoord client expected, got " .. type(client))
-    end
-    contract.check_path(node, "revoke", 2)
-    local stat, err = client:set(node, REVOKE)
-    if not stat then
-        return nil, err
-    end
-    return true
+    return revocation.request(client, node, "revoke")
 end
 
 

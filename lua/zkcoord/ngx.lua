@@ -15,6 +15,7 @@
 -- go at once instead of lingering for the session timeout.
 local zkcoord = require "zkcoord"
 local waiter = require "zkcoord.wait.ngx"
+local contract = require "zkcoord.contract"
 
 local ngx = ngx
 local semaphore = require "ngx.semaphore"
@@ -130,7 +131,10 @@ function _M.client(opts)
         error("zkcoord: no ZooKeeper session in init_by_lua*: it runs in the master "
               .. "before fork. Call zkcoord.ngx.init_worker(opts) in init_worker_by_lua*", 2)
     end
-    if client and client:state() ~= "closed" then
+    -- Not client:state(): it drains every reply queued (what state
+    -- answers must have seen), in each request that asks for the client;
+    -- closed is only ever set by close().
+    if client and not contract.is_closed(client) then
         return client
     end
     local previous = options

@@ -198,7 +198,8 @@ local function build_config(self, opts)
     add("pid " .. self.prefix .. "/logs/nginx.pid;")
     add("error_log " .. self.error_log_path .. " " .. (opts.log_level or "notice") .. ";")
     add(opts.main and substitute(opts.main, vars))
-    add("events { worker_connections " .. (opts.worker_connections or 2048) .. "; }")
+    add("events { worker_connections " .. (opts.worker_connections or 2048) .. "; "
+        .. (opts.events or "") .. "}")
     local t = self.prefix .. "/tmp/"
     local http = {
         "http {",
@@ -408,7 +409,8 @@ end
 
 --- Starts nginx. opts: http (template, required), workers (2), vars, env,
 --- main (extra main-context lines), lua_modules, user, log_level ("notice"),
---- worker_connections, access_log, port, timeout (startup, 10 s).
+--- worker_connections, events (extra events-block lines), access_log, port,
+--- timeout (startup, 10 s).
 --- Returns the instance, or nil, err (with the logs) if nginx did not come
 --- up (its prefix is removed then, unless opts.keep_failed).
 function _M.start(opts)

@@ -242,7 +242,7 @@ end
 -- Reading a listing in line order (zkcoord.line.order), here too for the
 -- engine's callers.
 local order = require "zkcoord.line.order"
-_M.parse, _M.scan, _M.seq_of = order.parse, order.scan, order.seq_of
+_M.parse, _M.scan, _M.seq_of, _M.sorted = order.parse, order.scan, order.seq_of, order.sorted
 
 
 return _M

@@ -90,9 +90,19 @@ function _M.names(b, timeout)
 end
 
 
+-- client -> { [parent] = the view made last (weak: as long as its batch
+-- lives) }: the next batch's view sorts only the nodes made since.
+local LAST = setmetatable({}, { __mode = "k" })
+
+local new_table = (pcall(require, "table.new")) and require("table.new")
+                  or function() return {} end
+
+
 --- The batch's listing parsed for driver `d` (one with a scan: its rule
 --- is a built-in, which reads the entries and changes nothing), once per
---- batch: { entries =, index = name -> position in entries }.
+--- batch: { entries =, index = name -> position in entries }. The view
+--- made last of the same line and driver is its start (order.sorted): 10,000
+--- waiters joining 500 at a time sorted 10,000 names per batch before.
 function _M.view(b, d, names)
     local views = b.views
     if not views then
@@ -101,15 +111,25 @@ function _M.view(b, d, names)
     end
     local v = views[d]
     if not v or v.names ~= names then
-        local entries = drivers.parse(d, b.parent, names)
-        local index = {}
+        local last = LAST[b.client]
+        if not last then
+            last = setmetatable({}, { __mode = "v" })
+            LAST[b.client] = last
+        end
+        local before = last[b.parent]
+        if before and before.d ~= d then
+            before = nil
+        end
+        local entries = drivers.sorted(d, b.parent, names, before)
+        local index = new_table(0, #entries)
         for i = 1, #entries do
             index[entries[i].name] = i
         end
-        v = { entries = entries, index = index, names = names }
+        v = { entries = entries, index = index, names = names, d = d }
         if not views[d] then
             views[d] = v    -- only the batch's own listing is shared
         end
+        last[b.parent] = v
     end
     return v
 end

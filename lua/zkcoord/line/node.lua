@@ -424,6 +424,11 @@ end
 --- deadline), and after creating the parents when they were missing (a
 --- container parent may go between our two requests: MAX_RACES rounds).
 function _M:create(deadline)
+    -- A waiter may queue joins first (nginx's, a busy worker's); a try-once waits for nobody.
+    local w = self.client:waiter()
+    if w.admit and not self._try and not w:admit(remaining(deadline)) then
+        return nil, "timeout"
+    end
     local try = { prefix = protected_name(self.driver) }
     local ok, res, b
     for _ = 1, retries.MAX_RACES do

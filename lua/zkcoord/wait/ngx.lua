@@ -29,7 +29,7 @@
 local core = require "zkcoord.core"
 local ticker = require "zkcoord.wait.ngx.ticker"
 local loop = require "zkcoord.wait.ngx.loop"
-local turn = require "zkcoord.wait.ngx.turn"
+local gate = require "zkcoord.wait.ngx.gate"
 local check_wait = require("zkcoord.util").check_wait
 local contract = require "zkcoord.contract"
 
@@ -164,17 +164,35 @@ function Event:wait(timeout)
             break
         end
     end
+    if ok and not self.cancelled and deadline then
+        -- Let nginx poll before this request goes on, in our turn, while
+        -- still counted as waiting: one aborted meanwhile is reaped.
+        local left = deadline - ngx.now()
+        gate.pass(left > 0 and left or 0, self)
+    elseif ok and not self.cancelled then
+        gate.pass(nil, self)
+    end
     if w.live[self] then        -- else the reaper counted us as abandoned already
         w.live[self] = nil
         w.waiting = w.waiting - 1
-    end
-    if ok and turn.overdue() then
-        turn.pause()            -- let nginx poll before this request goes on
     end
     if self.cancelled then
         return self.is_set
     end
     return ok and true or self.is_set
+end
+
+
+--- Waits, at most `timeout` seconds (nil: no bound of its own), for the
+--- worker's turn before a line is joined (zkcoord.line.node's create):
+--- requests that arrive while it is busy queue, in arrival order, and
+--- send their creates a few per turn of the event loop
+--- (zkcoord.wait.ngx.gate). False when `timeout` ran out first.
+function _M.admit(_, timeout)
+    if NO_WAIT[get_phase()] then
+        return true             -- cannot yield here: its own wait raises
+    end
+    return gate.pass(timeout)
 end
 
 

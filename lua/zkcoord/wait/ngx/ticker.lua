@@ -29,6 +29,7 @@
 -- them). It touches ngx only when called, so it loads outside nginx.
 local ngx = ngx
 local turn = require "zkcoord.wait.ngx.turn"
+local gate = require "zkcoord.wait.ngx.gate"
 local contract = require "zkcoord.contract"
 local pcall, pairs, next, type = pcall, pairs, next, type
 
@@ -231,7 +232,8 @@ local function visit(self, ev, exiting, peek)
         -- waiting (or the exit drain would never end); a live
         -- coroutine resumes within a loop iteration, so one still not
         -- resumed a second after the set is gone: its positions leave.
-        if ev.sema:count() >= 0 then
+        local gated = ev.gated   -- set, and waiting its turn (wait/ngx/gate.lua)
+        if ev.sema:count() >= 0 and not (gated and gate.alive(gated)) then
             local stale = ev.set_at and ngx.now() - ev.set_at > 1
             if exiting or stale then
                 self.live[ev] = nil
