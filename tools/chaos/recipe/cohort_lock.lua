@@ -32,6 +32,12 @@ function _M.round(ctx, sides, res)
                 return ctx.log("fail", { op = op, n = n, err = err, detail = detail })
             end
             local czxid, k = l:token()
+            if not czxid then
+                -- lost between acquire's answer and token() (a session loss
+                -- taken in meanwhile): held() is false too, nothing to use
+                ctx.log("fail", { op = op, n = n, err = "lost", detail = k })
+                return l:release()
+            end
             local token = cohort.number(czxid, k or 0)
             side.held = token
             ctx.log("enter", { op = op, n = n, token = token, sid = ctx.sid(),
