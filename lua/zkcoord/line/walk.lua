@@ -113,17 +113,17 @@ function _M.unwatching(path, wake)
     end
 end
 
---- `q` let its node `path` go (its delete sent, zkcoord.line's leave): if
+--- Position `self` let its node `path` go (its delete sent, zkcoord.line's leave): if
 --- it had got through there and the client is connected, wake the waiters
 --- of this process that watch it now. Suspended, or on a link that left a
 --- request unanswered for a few round trips (link_silent), they wait for
 --- the event: a new grant needs a live link. (The waiter's walk still
 --- checks that its own node's watch is armed on this connection, so what
 --- reached us before the release, an own node deleted, was told first.)
-function _M.released(q, path)
+function _M:released(path)
     local ws = WATCHING[path]
-    local client = q.client
-    if ws and q._passed == path and contract.current_state(client) == "connected"
+    local client = self.client
+    if ws and self._passed == path and contract.current_state(client) == "connected"
             and not client:link_silent() then
         WATCHING[path] = nil
         for wake in pairs(ws) do    -- each sets an event: the waiters run later
