@@ -68,7 +68,7 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   util/reads util/retry metrics/text client/checks client/options client/acl client/pump
   client/sasl client/tls line/node
   counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
-  wait/ngx/turn cli cli/sys compat
+  wait/ngx/turn wait/ngx/gate cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node revocation
   work_queue/names work_queue/put work_queue/claim
   testing/files testing/proc testing/socket line/walk line/join line/order line/enter line/wait

@@ -113,7 +113,7 @@ function _M.unwatching(path, wake)
     end
 end
 
---- Position `self` let its node `path` go (its delete sent, zkcoord.line's leave): if
+--- The position let its node `path` go (its delete sent, zkcoord.line's leave): if
 --- it had got through there and the client is connected, wake the waiters
 --- of this process that watch it now. Suspended, or on a link that left a
 --- request unanswered for a few round trips (link_silent), they wait for
