@@ -111,7 +111,10 @@ for _ = 1, rounds do
                 if not seen[id] then seen[id], ids[#ids + 1] = true, id end
             end
             if not marked and #ids >= max then
-                mark("g", "g")
+                -- persistent, as Curator's side makes its own: an ephemeral
+                -- one went with the first peer to leave, and those still
+                -- counting never saw all of them (60 s each)
+                assert(c:create(markers .. "/g-" .. name, ""))
                 marked = true
             end
             if marked and count("g") >= max then break end
