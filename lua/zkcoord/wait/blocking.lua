@@ -41,6 +41,7 @@ function _M.new(client, pump)
         tasks = {},        -- coroutine -> { deadline =, ev = } while it waits, or true
         ready = {},        -- coroutines to resume, in order
         count = 0,         -- spawned and not finished
+        next_due = huge,   -- at most the earliest deadline of a waiting task
     }, mt)
 end
 
@@ -115,7 +116,11 @@ function Event:wait(timeout)
     local co = co_running()
     if co and w.tasks[co] then
         -- A spawned coroutine: let the others run until we are set or due.
-        w.tasks[co] = { deadline = timeout and now() + timeout or huge, ev = self }
+        local due = timeout and now() + timeout or huge
+        w.tasks[co] = { deadline = due, ev = self }
+        if due < w.next_due then
+            w.next_due = due
+        end
         self.co = co
         co_yield()
         w.tasks[co] = true
@@ -196,19 +201,26 @@ function _M:run(timeout)
     local deadline = timeout and now() + timeout or huge
     while self.count > 0 do
         turn(self)
-        -- Wake the due ones (their wait times out).
+        -- Wake the due ones (their wait times out). The scan visits every
+        -- task, so it runs only once the earliest deadline may have come
+        -- (next_due, a lower bound kept by the waits): a chain of local
+        -- handoffs among 10,000 coroutines scanned them all per handoff.
         local t = now()
-        local next_due = huge
-        for co, st in pairs(self.tasks) do
-            if type(st) == "table" then
-                if st.deadline <= t then
-                    self.tasks[co] = true
-                    st.ev.co = nil
-                    self.ready[#self.ready + 1] = co
-                elseif st.deadline < next_due then
-                    next_due = st.deadline
+        local next_due = self.next_due
+        if next_due <= t then
+            next_due = huge
+            for co, st in pairs(self.tasks) do
+                if type(st) == "table" then
+                    if st.deadline <= t then
+                        self.tasks[co] = true
+                        st.ev.co = nil
+                        self.ready[#self.ready + 1] = co
+                    elseif st.deadline < next_due then
+                        next_due = st.deadline
+                    end
                 end
             end
+            self.next_due = next_due
         end
         local ready = self.ready
         if #ready > 0 then
