@@ -21,18 +21,23 @@ function _M.judge(R, list, which, conflict, file)
     end
 end
 
-function _M.run(R)
-    local list = R.grants.cohort or {}
-    _M.judge(R, list, "cohort_lock", nil, "cohort.res")
-    local s, rs = rules.opstat(R, "cohort"), R.res_stats.cohort_lock
+--- Judges the grants logged as `op` (resource DIR/`file`) under the name
+--- `which` and adds its row: this checker's, and chaos.check.local_lock's.
+function _M.owners_row(R, which, op, file, label)
+    _M.judge(R, R.grants[op] or {}, which, nil, file)
+    local s, rs = rules.opstat(R, op), R.res_stats[which]
     R.recipe_rows[#R.recipe_rows + 1] = {
-        label = "cohort lock: two live holders (local ones included), a stale write accepted",
-        prefix = "cohort_lock: ", name = "cohort_lock",
-        figures = { granted = s.granted, overlaps = R.overlaps.cohort_lock },
+        label = label .. ": two live holders (local ones included), a stale write accepted",
+        prefix = which .. ": ", name = which,
+        figures = { granted = s.granted, overlaps = R.overlaps[which] },
         details = format("acquires %d by 3 local owners at a time, granted %d; overlapping "
                          .. "grants %d (the older holder had lost it: excused); writes accepted "
-                         .. "%d, refused %d", s.tries, s.granted, R.overlaps.cohort_lock,
+                         .. "%d, refused %d", s.tries, s.granted, R.overlaps[which],
                          rs.accepted, rs.refused) }
+end
+
+function _M.run(R)
+    _M.owners_row(R, "cohort_lock", "cohort", "cohort.res", "cohort lock")
 end
 
 return _M

@@ -61,22 +61,30 @@ function _M.watch(ctx, side)
     end)
 end
 
-function _M.start(ctx)
-    local st = { sides = {}, res = assert(resource.open(ctx.dir .. "/cohort.res")) }
-    for i = 1, _M.OWNERS do
-        st.sides[i] = { op = "cohort", lock = ctx.c:lock("/chaos/cohort", { cohort = true,
-                                                                           data = ctx.me }) }
-        _M.watch(ctx, st.sides[i])
+--- The start, op and stop of a run part whose 3 local owners each hold
+--- their own lock object on `path` (made with `lock_opts` plus data), logged
+--- as `op`, writing to the fenced resource DIR/`file`: this recipe's, and
+--- chaos.recipe.local_lock's (the plain lock).
+function _M.owners(part, path, op, file, lock_opts)
+    function part.start(ctx)
+        local st = { sides = {}, res = assert(resource.open(ctx.dir .. "/" .. file)) }
+        for i = 1, _M.OWNERS do
+            local o = { data = ctx.me }
+            for k, v in pairs(lock_opts) do o[k] = v end
+            st.sides[i] = { op = op, lock = ctx.c:lock(path, o) }
+            _M.watch(ctx, st.sides[i])
+        end
+        return st
     end
-    return st
+    function part.op(ctx, st)
+        _M.round(ctx, st.sides, st.res)
+    end
+    function part.stop(_, st)
+        st.res:close()
+    end
+    return part
 end
 
-function _M.op(ctx, st)
-    _M.round(ctx, st.sides, st.res)
-end
-
-function _M.stop(_, st)
-    st.res:close()
-end
+_M.owners(_M, "/chaos/cohort", "cohort", "cohort.res", { cohort = true })
 
 return _M

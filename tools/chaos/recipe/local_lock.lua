@@ -8,7 +8,6 @@
 -- chaos/check/local_lock.lua: no two live holders, local ones included;
 -- the accept log strictly increasing.
 local cohort_lock = require "chaos.recipe.cohort_lock"
-local resource = require "chaos.resource"
 
 local _M = {}
 
@@ -16,21 +15,6 @@ _M.paths = { "/chaos/local" }
 _M.held = { "/chaos/local" }
 _M.weight = 2
 
-function _M.start(ctx)
-    local st = { sides = {}, res = assert(resource.open(ctx.dir .. "/local.res")) }
-    for i = 1, cohort_lock.OWNERS do
-        st.sides[i] = { op = "locallock", lock = ctx.c:lock("/chaos/local", { data = ctx.me }) }
-        cohort_lock.watch(ctx, st.sides[i])
-    end
-    return st
-end
-
-function _M.op(ctx, st)
-    cohort_lock.round(ctx, st.sides, st.res)
-end
-
-function _M.stop(_, st)
-    st.res:close()
-end
+cohort_lock.owners(_M, "/chaos/local", "locallock", "local.res", {})
 
 return _M
