@@ -81,40 +81,14 @@ local SETTLE = 3         -- s after the last grant before "RSS after"
 local APP = [==[
 local zn = require "zkcoord.ngx"
 local now = require("zkcoord").now
-local ffi = require "ffi"
+local probe = require "turn_probe"
 local _M = {}
 local arrived = 0
-local monitoring, max_turn = false, 0
 
-pcall(ffi.cdef, [[
-    struct ngx_hot_ts { long sec, nsec; };
-    int clock_gettime(int, struct ngx_hot_ts *);
-]])
-local ts = ffi.new("struct ngx_hot_ts")
-local function cpu_now()      -- this thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-    ffi.C.clock_gettime(3, ts)
-    return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
-end
-
--- The most CPU the worker's thread spent during one 1 ms sleep of a timer:
--- the longest it worked without its event loop turning (wall-clock /ping
--- times also hold the time the worker waited for a core).
-local function monitor()
-    while monitoring do
-        local t = cpu_now()
-        ngx.sleep(0.001)
-        local used = cpu_now() - t
-        if used > max_turn then max_turn = used end
-    end
-end
-
+-- The most CPU the worker spent in one turn of its event loop since the
+-- last call (helpers.nginx.TURN_PROBE).
 function _M.turn()
-    if not monitoring then
-        monitoring = true
-        assert(ngx.timer.at(0, monitor))
-    end
-    ngx.say(("%.6f"):format(max_turn))
-    max_turn = 0
+    ngx.say(("%.6f"):format(probe.take()))
 end
 
 function _M.init_worker()
@@ -340,7 +314,7 @@ local function one_point(srv, admin, root, workers, count, shape)
         events = opts.events,
         main = ("worker_rlimit_nofile %d;"):format(count * 2 + 2000),
         env = { ZK_HOSTS = srv.hosts },
-        lua_modules = { app = APP },
+        lua_modules = { app = APP, turn_probe = nginx.TURN_PROBE },
         http = HTTP,
     })
     local ok, err = pcall(function()

@@ -32,19 +32,10 @@ local LISTINGS = N / 20
 local APP = [==[
 local zn = require "zkcoord.ngx"
 local ffi = require "ffi"
+local probe = require "turn_probe"
+local cpu_now = probe.cpu_now
 local _M = {}
-
-pcall(ffi.cdef, [[
-    struct ngx_hot_ts { long sec, nsec; };
-    int clock_gettime(int, struct ngx_hot_ts *);
-]])
-local ts = ffi.new("struct ngx_hot_ts")
-local function cpu_now()      -- this thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
-    ffi.C.clock_gettime(3, ts)
-    return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
-end
 local arrived = 0
-local monitoring, max_gap = false, 0
 
 function _M.init_worker()
     zn.init_worker { servers = os.getenv("ZK_HOSTS"), session_timeout = 10 }
@@ -66,24 +57,10 @@ function _M.xlock()
     ngx.say("ok")
 end
 
--- The most CPU the worker spent during one 1 ms sleep of a timer since the
--- last call (which starts the timer the first time).
-local function monitor()
-    while monitoring do
-        local t = cpu_now()
-        ngx.sleep(0.001)
-        local gap = cpu_now() - t
-        if gap > max_gap then max_gap = gap end
-    end
-end
-
+-- The most CPU the worker spent in one turn of its event loop since the
+-- last call (helpers.nginx.TURN_PROBE).
 function _M.gap()
-    if not monitoring then
-        monitoring = true
-        assert(ngx.timer.at(0, monitor))
-    end
-    ngx.say(("%.6f"):format(max_gap))
-    max_gap = 0
+    ngx.say(("%.6f"):format(probe.take()))
 end
 
 -- /wake?n=N: N light threads of this request wait on events of the
@@ -184,7 +161,7 @@ describe("ngx, one hot lock #zk #ngx", function()
             worker_connections = N * 2 + 500,
             main = ("worker_rlimit_nofile %d;"):format(N * 2 + 1000),
             env = { ZK_HOSTS = zk.hosts() },
-            lua_modules = { app = APP },
+            lua_modules = { app = APP, turn_probe = nginx.TURN_PROBE },
             http = HTTP,
         })
         wpid = assert(n:worker_pids()[1])

@@ -407,6 +407,53 @@ function Nginx:_spawn(opts)
 end
 
 
+--- The source of `turn_probe`, a module for a worker (lua_modules =
+--- { turn_probe = nginx.TURN_PROBE }): cpu_now() is the worker thread's
+--- CPU time (CLOCK_THREAD_CPUTIME_ID); take() starts, the first time, a
+--- timer that sleeps 1 ms over and over, and returns the most CPU the
+--- worker spent during one of those sleeps since the last take() (the
+--- longest it worked without its event loop turning; wall-clock times
+--- also hold the wait for a core).
+_M.TURN_PROBE = [==[
+local ffi = require "ffi"
+local _M = {}
+
+pcall(ffi.cdef, [[
+    struct turn_probe_ts { long sec, nsec; };
+    int clock_gettime(int, struct turn_probe_ts *);
+]])
+local ts = ffi.new("struct turn_probe_ts")
+
+function _M.cpu_now()
+    ffi.C.clock_gettime(3, ts)
+    return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
+end
+
+local monitoring, most = false, 0
+
+local function monitor()
+    while monitoring do
+        local t = _M.cpu_now()
+        ngx.sleep(0.001)
+        local used = _M.cpu_now() - t
+        if used > most then most = used end
+    end
+end
+
+function _M.take()
+    if not monitoring then
+        monitoring = true
+        assert(ngx.timer.at(0, monitor))
+    end
+    local m = most
+    most = 0
+    return m
+end
+
+return _M
+]==]
+
+
 --- Starts nginx. opts: http (template, required), workers (2), vars, env,
 --- main (extra main-context lines), lua_modules, user, log_level ("notice"),
 --- worker_connections, events (extra events-block lines), access_log, port,
