@@ -137,57 +137,6 @@ describe("line walk #zk", function()
         proxy:stop()
     end)
 
-    it("a release in this process lets its waiter through at once, not a round trip later",
-       function()
-        -- The holder's release wakes the waiter of this process behind it
-        -- (line.walk's released): its proof needs no event of the delete.
-        -- Every byte through the proxy waits 1 s meanwhile (before: the
-        -- waiter waited for the server's event, over 1 s).
-        local tcpproxy = require "helpers.tcpproxy"
-        local zkcoord = require "zkcoord"
-        local proxy = assert(tcpproxy.start("127.0.0.1", tonumber(zk.hosts():match(":(%d+)"))))
-        local pc = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
-        local first, second = pc:lock("/ld"), pc:lock("/ld")
-        local released, through_at, held, mine, done = false, nil, nil, nil, false
-        pc:spawn(function()
-            assert(first:acquire(5))
-            while not released do pc:waiter():sleep(0.01) end
-            first:release()
-        end)
-        pc:spawn(function()
-            assert(second:acquire(30))
-            through_at = zkcoord.now()
-            held, mine = second:held(), second:node()
-            while not done do pc:waiter():sleep(0.01) end
-            second:release()
-        end)
-        assert.truthy(run_until(pc, function()
-            local kids = other:children("/ld")
-            return kids and #kids == 2
-        end), "the two did not join")
-        assert.truthy(run_until(pc, settled(pc)))
-        proxy:delay(1)
-        local t0 = zkcoord.now()
-        released = true
-        assert.truthy(run_until(pc, function() return through_at end, 5), "never through")
-        assert.is_true(through_at - t0 < 0.5,
-                       ("through %.3f s after the release"):format(through_at - t0))
-        assert.is_true(held)
-        proxy:pass()
-        -- the first's delete lands; the second's node stays, lowest
-        assert.truthy(run_until(pc, function()
-            local kids = other:children("/ld")
-            return kids and #kids == 1 and "/ld/" .. kids[1] == mine
-        end, 10), "the first's node was not deleted")
-        done = true
-        assert.truthy(run_until(pc, function()
-            local kids = other:children("/ld")
-            return kids and #kids == 0
-        end, 10))
-        pc:close()
-        proxy:stop()
-    end)
-
     it("walks down what it saw when its entry goes, a middle one deleted first", function()
         local n = foreign("/w", 3)    -- a, b, cc below our waiter
         for i = 1, WALK_LINE do  -- a long line (other children count): walking pays

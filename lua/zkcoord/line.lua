@@ -73,7 +73,6 @@ local drivers = require "zkcoord.line.driver"
 local rules = require "zkcoord.line.rules"
 local order = require "zkcoord.line.order"
 local node = require "zkcoord.line.node"
-local walk = require "zkcoord.line.walk"
 local enter = require "zkcoord.line.enter"
 local contract = require "zkcoord.contract"
 
@@ -261,7 +260,6 @@ function _M:leave()
     local n = node.forget(self)
     if n and mine then
         self.client:delete_guaranteed(n, nil, self.persistent)
-        walk.released(self, n)    -- our waiters in this process need not wait for the server
     end
     return true
 end

@@ -207,14 +207,9 @@ local function wait_for(self, entry, deadline, epoch)
                 end
                 box.type = "deleted"
                 ev:set()
-            elseif from then
-                walk.watching(path, wake)    -- its release may wake us first
             end
         end
         wait_event(self, ev, deadline, epoch)
-        if from then
-            walk.unwatching(path, wake)
-        end
         if self._epoch ~= epoch then
             client:remove_watches(path, wake)
             return true     -- left meanwhile: enter() stops

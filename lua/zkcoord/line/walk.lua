@@ -28,12 +28,6 @@
 --     come in either order, so the proof holds only on the connection our
 --     own watch was set on (contract.connection(client)): after another, the walk
 --     reads our own node. A kept entry with that proof ends the walk at it.
---     Such a waiter does not even wait for the server's event of the
---     delete: the release wakes it (released), while the client is
---     connected on a link that answers; a handoff in one process is a
---     local wake-up, its delete confirmed by the server later (before, one
---     round trip per handoff: 10,000 nginx requests on one lock took 4.1 s
---     to serve, now 0.8 s).
 --   * When more were below than it kept, it lists the line as before: one
 --     listing beats many reads.
 -- A rule with an `above` set (rwlock's writer: a downgraded reader that
@@ -47,7 +41,7 @@
 local errors = require "zkcoord.errors"
 local contract = require "zkcoord.contract"
 
-local setmetatable, pairs, ipairs, next = setmetatable, pairs, ipairs, next
+local setmetatable, pairs, ipairs = setmetatable, pairs, ipairs
 local errname = errors.name
 
 local _M = {}
@@ -79,57 +73,6 @@ end
 --- The position of this process that made node `path`, if any.
 function _M.source(path)
     return LOCAL[path]
-end
-
-
--- Node path -> the wake functions (a weak set) of this process's waiters
--- watching it (several readers may watch one writer). A position that
--- got through and lets its node go wakes them itself (released): they
--- need not wait a round trip for the server's event of a delete whose
--- proof they have already (passed_at); the event still comes, to a wait
--- that has moved on.
-local WATCHING = {}
-local WEAK_KEYS = { __mode = "k" }
-local RELEASED = { type = "deleted" }
-
---- A waiter watches `path` (a node a position of this process made).
-function _M.watching(path, wake)
-    local ws = WATCHING[path]
-    if not ws then
-        ws = setmetatable({}, WEAK_KEYS)
-        WATCHING[path] = ws
-    end
-    ws[wake] = true
-end
-
---- It no longer does.
-function _M.unwatching(path, wake)
-    local ws = WATCHING[path]
-    if ws then
-        ws[wake] = nil
-        if next(ws) == nil then
-            WATCHING[path] = nil
-        end
-    end
-end
-
---- The position let its node `path` go (its delete sent, zkcoord.line's leave): if
---- it had got through there and the client is connected, wake the waiters
---- of this process that watch it now. Suspended, or on a link that left a
---- request unanswered for a few round trips (link_silent), they wait for
---- the event: a new grant needs a live link. (The waiter's walk still
---- checks that its own node's watch is armed on this connection, so what
---- reached us before the release, an own node deleted, was told first.)
-function _M:released(path)
-    local ws = WATCHING[path]
-    local client = self.client
-    if ws and self._passed == path and contract.current_state(client) == "connected"
-            and not client:link_silent() then
-        WATCHING[path] = nil
-        for wake in pairs(ws) do    -- each sets an event: the waiters run later
-            wake(RELEASED)
-        end
-    end
 end
 
 
