@@ -70,7 +70,7 @@ internal_modules="contract util util/args util/callbacks util/deadline util/depr
   counter/line counter/write counter/format lease/format wait/ngx/ticker wait/ngx/loop
   wait/ngx/turn wait/ngx/gate cli cli/sys compat
   discovery/json discovery/curator discovery/dubbo discovery/view owned_node revocation
-  work_queue/names work_queue/put work_queue/claim
+  work_queue/names work_queue/put work_queue/claim work_queue/ack_receipt
   testing/files testing/proc testing/socket line/walk line/join line/order line/enter line/wait
   layout/kazoo layout/kazoo_lease
   election/state election/rejoin election/run metrics/registry

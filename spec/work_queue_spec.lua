@@ -464,6 +464,35 @@ describe("work_queue #zk", function()
         end
     end)
 
+    it("an ack's receipt goes after it; one left behind is swept by a take, never taken", function()
+        local q = c:work_queue("/rcpt")
+        local function receipts()
+            local names = assert(c:children("/rcpt/taken"))
+            table.sort(names)
+            return names
+        end
+        assert(q:put("one"))
+        assert.is_true(assert(q:take(1)):ack())
+        assert.truthy(zk.wait_until(function() return #receipts() == 0 end, 5, c),
+                      "the ack's receipt stayed")
+        -- left by ackers that died: one kept 1 s, one kept an hour
+        assert(c:create("/rcpt/taken/ack-1", "1"))
+        assert(c:create("/rcpt/taken/ack-2", "3600"))
+        assert(q:put("two"))
+        assert(q:put("three"))
+        -- kazoo's consumer takes the items, not the receipts
+        assert.equal("two\n", kazoo(zk.hosts() .. root, "/rcpt", { "take", "1", "1" }))
+        c:waiter():sleep(1.5)    -- ack-1 is past its time (a lower bound: no race)
+        local item = assert(q:take(1))
+        assert.equal("three", item.data)
+        assert.truthy(zk.wait_until(function() return #receipts() == 2 end, 5, c),
+                      "the take did not sweep the old receipt")
+        assert.same({ "ack-2", item.claim:match("[^/]+$") }, receipts())
+        assert.is_true(item:ack())
+        assert.same({ nil, "timeout" }, { q:take(0) })
+        assert.equal(0, q:len())
+    end)
+
     it("still takes items named as before (_c_<uuid>-p<ppp>-entry-<seq>), in order", function()
         assert(c:create("/old/entries", nil, { parents = true }))
         local e = "/old/entries/"
@@ -602,6 +631,9 @@ describe("work_queue #zk", function()
         assert.is_false(item:held())
         assert.equal(0, c:work_queue("/dropped"):len())
         assert.same({ nil, "notheld" }, { item:ack() })
+        -- its receipt, read, is deleted
+        assert.truthy(zk.wait_until(function() return #assert(c:children("/dropped/taken")) == 0 end,
+                                    5, c), "the ack's receipt stayed")
     end)
 
     it("an ack left unknown when its session ended is decided by the next ack()", function()
@@ -617,6 +649,28 @@ describe("work_queue #zk", function()
         end, 5 * SHORT, a), "a did not come back in a new session")
         assert.same({ true }, { item:ack() })
         assert.same({ nil, "notheld" }, { item:ack() })
+    end)
+
+    it("an ack lost with its session is not answered by another consumer's ack (seed 802140)",
+       function()
+        -- Our ack's multi is black-holed (never applied) and the session
+        -- ends; the server expires it, another consumer takes the item and
+        -- acks it. Back in a new session, ack() finds claim and item gone
+        -- and no receipt of ours: "lost" (before: true, from the other's ack).
+        local a, item, sid, proxy = taken_through_proxy("/stolen", "blackhole", nil, true)
+        assert.same({ nil, "unknown" }, { item:ack() })
+        -- the take waits on the claims' watch: our old session's claim goes first
+        local theirs = assert(other:work_queue("/stolen"):take(10 * SHORT))
+        assert.equal("job", theirs.data)
+        assert.is_true(theirs:ack())
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return a:state() == "connected" and a:session_id() ~= sid
+        end, 5 * SHORT, a), "a did not come back in a new session")
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.is_false(item:held())
+        assert.same({ nil, "notheld" }, { item:ack() })
+        assert.same({}, assert(c:children("/stolen/taken")))
     end)
 
     it("an ack that never reached the server past the session timeout answers lost", function()
@@ -659,6 +713,33 @@ describe("work_queue #zk", function()
         assert.equal(1, c:work_queue("/undone"):len())
         local again = assert(other:work_queue("/undone"):take(5))
         assert.is_true(again:ack())
+    end)
+
+    it("an ack whose claim was deleted and the item acked by another, reply lost, says lost",
+       function()
+        -- As above, but another consumer takes and acks the item before
+        -- our multi goes out (not applied: our claim is gone). Back in the
+        -- same session claim and item are gone, and no receipt of ours:
+        -- "lost" (before: true, from the other's ack).
+        local proxy = start_proxy()
+        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
+        assert(c:work_queue("/taken2"):put("job"))
+        local item = assert(a:work_queue("/taken2"):take(5))
+        local sid = a:session_id()
+        around_write(a, function(go)
+            assert(zk.admin():delete(root .. item.claim))
+            local theirs = assert(other:work_queue("/taken2"):take(5))
+            assert.is_true(theirs:ack())
+            assert(proxy:delay(1))    -- its reply cannot come before the cut
+            local f = go()
+            assert(proxy:cut())
+            assert(proxy:pass())
+            return f
+        end)
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.equal(sid, a:session_id())
+        assert.is_false(item:held())
+        assert.equal(0, c:work_queue("/taken2"):len())
     end)
 
     it("after client:close() an item is not held, not told lost, and ack() says closed", function()

@@ -11,7 +11,9 @@
 -- <path>/entries, named and ordered as work_queue/names.lua says; a put
 -- makes its item with a receipt under <path>/puts (work_queue/put.lua); a
 -- consumer claims an item with the ephemeral <path>/taken/<item name>
--- (work_queue/claim.lua), and acks or releases it (work_queue/item.lua).
+-- (work_queue/claim.lua), and acks or releases it (work_queue/item.lua);
+-- an ack writes its receipt <path>/taken/ack-<claim czxid> with its
+-- deletes (work_queue/ack_receipt.lua).
 -- A consumer whose session ends loses its claims, and their items go back
 -- to the queue.
 --
@@ -23,7 +25,7 @@
 -- waits for the connection within its timeout. Session loss ("lost"): our
 -- claims are gone; item:ack() and item:release() on them return nil,
 -- "lost", except an ack whose outcome the session did not live to tell:
--- the item decides it.
+-- its receipt decides it.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
@@ -143,7 +145,7 @@ function _M:_try_take(wake, deadline)
     for _, n in ipairs(taken) do held[n] = true end
     for _, e in ipairs(names.sorted(listed)) do
         if not held[e.name] then
-            local item, err = items.claim(self, e, deadline)
+            local item, err = items.claim(self, e, deadline, taken)
             if item ~= false then
                 self:_unwatch(wake)
                 return item, err

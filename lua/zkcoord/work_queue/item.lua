@@ -11,13 +11,16 @@
 -- trip between our read and our write is not told apart, both version 0.)
 -- A write whose reply was lost is decided by the claim: while our session
 -- lives only our write or someone else's delete removes it, and once it is
--- gone an ack (which deletes claim and item at once) is decided by the
--- item. Once the session ended, an ack is decided by the item
--- (ack_after_loss); a release needs no deciding.
+-- gone an ack is decided by its receipt, written by the ack's multi
+-- (zkcoord.work_queue.ack_receipt): once the item is gone, nothing else
+-- tells our ack from another consumer's. Once the session ended, an ack is
+-- decided by the receipt too, after its old claim went (ack_after_loss); a
+-- release needs no deciding.
 local core = require "zkcoord.core"
 local util = require "zkcoord.util"
 local errors = require "zkcoord.errors"
 local claims = require "zkcoord.work_queue.claim"
+local receipts = require "zkcoord.work_queue.ack_receipt"
 local contract = require "zkcoord.contract"
 
 local unknown_outcome, transient = errors.unknown_outcome, errors.transient
@@ -83,16 +86,19 @@ end
 
 -- Claims the item `e` (a names.sorted entry) of queue `q` by `deadline`:
 -- the item; false (taken by another, or acked meanwhile); or nil, err.
--- (A plain comment: the API reference shows this file on the work queue's
--- page, whose take() is the user's.)
-function _M.claim(q, e, deadline)
+-- Sweeps the old ack receipts of `taken` (the listing of taken/ that
+-- found `e` free) then. (A plain comment: the API reference shows this
+-- file on the work queue's page, whose take() is the user's.)
+function _M.claim(q, e, deadline, taken)
     local self = setmetatable({ queue = q, priority = e.priority }, item_mt)
     local c, err = claims.take(q, e, deadline, gone_handler(self))
     if not c then
         return c, err
     end
+    receipts.sweep(q, taken, c.stat.ctime)
     self._own, self._held, self._sid = c.node, c.held, c.sid
     self._czxid = c.stat.czxid     -- token(): our claim's
+    self._receipt = receipts.path(q, self._czxid)
     self.claim, self.path = c.path, q.entries .. "/" .. e.name
     self.data, self.stat = c.data, c.item_stat
     return self
@@ -169,22 +175,36 @@ local function ack_found_nonode(self)
 end
 
 
--- Our claim is gone after an ack of ours that may have happened, in our
--- session: the item decides (our ack deletes claim and item in one
--- multi). There: the ack did not happen, someone deleted the claim
--- ("lost"); gone: acked (true). Not read: "unknown", and the next ack()
--- decides.
-local function decided_by_item(self, deadline)
-    local item, err = contract.read_until(self.queue.client, deadline, "exists", self.path)
-    if item == nil then
+-- Our claim is gone after an ack of ours that may have happened, and no
+-- write of its session can happen any more: our receipt decides (the
+-- ack's multi writes it). There: acked by us (true), and it is deleted.
+-- Missing: our ack did not happen ("lost": someone deleted our claim or
+-- it went with our session; the item is back in the queue, or another
+-- consumer took it, maybe acked it). Missing when a sweep may have taken
+-- it: only the item still there decides ("lost"). Not known: "unknown",
+-- and the next ack() decides.
+local function decided_by_receipt(self, deadline)
+    local client = self.queue.client
+    local mine, err = receipts.read(client, self._receipt, deadline)
+    if mine == false and not receipts.surely_kept(now() - self._ack_at, self._keep) then
+        local item
+        item, err = contract.read_until(client, deadline, "exists", self.path)
+        if item == false then
+            mine, err = nil, "unknown"
+        elseif item == nil then
+            mine = nil
+        end
+    end
+    if mine == nil then
         self._unsure = "ack"
-        return nil, (transient[err] or unknown_outcome[err]) and "unknown" or err
+        return nil, (err == "unknown" or transient[err] or unknown_outcome[err]) and "unknown" or err
     end
     self._unsure = nil
-    if item then
-        return lost_claim(self)
+    if mine then
+        receipts.drop(client, self._receipt)
+        return let_go(self)
     end
-    return let_go(self)
+    return lost_claim(self)
 end
 
 
@@ -194,14 +214,11 @@ end
 -- while it is there, the server still holds our old session (the client
 -- ends it as soon as a server answers, or the server expires it) and a
 -- write of it may still be applied: wait for the claim to go (a watch).
--- Gone, our ack can no longer happen later, and the item decides: our ack
--- deletes claim and item in one multi, so the item there means it did not
--- happen ("lost": the item is back in the queue, or another's); the item
--- gone, that it is acked (true): by our ack, or, only if the server ended
--- our session before the ack reached it, by a consumer that took the item
--- since (delivered twice, as at least once allows), or deleted by someone
--- else: once the item is gone nothing on the server tells these apart.
--- Not learnt by the deadline: "unknown", and the next ack() decides it.
+-- Gone, our ack can no longer happen later, and our receipt decides
+-- (decided_by_receipt): never the item, which another consumer may have
+-- taken and acked since (before, its ack was answered as ours: seed
+-- 802140). Not learnt by the deadline: "unknown", and the next ack()
+-- decides it.
 local function ack_after_loss(self, deadline)
     local client = self.queue.client
     local ok, err = client:wait_connected(remaining(deadline))
@@ -218,17 +235,7 @@ local function ack_after_loss(self, deadline)
                 err = cerr
                 break
             end
-            local item, ierr = contract.read_until(client, deadline, "exists", self.path)
-            if item == nil then
-                err = ierr
-                break
-            end
-            self._unsure = nil
-            let_go(self)
-            if item then
-                return nil, "lost"
-            end
-            return true
+            return decided_by_receipt(self, deadline)
         end
         if not ev:wait(remaining(deadline)) then
             client:remove_watches(self.claim, wake)
@@ -261,6 +268,9 @@ local function drop_claim_now(self, ops)
         local first = results and results[1] and results[1].err
         if ok then
             self._unsure = nil
+            if is_ack then
+                receipts.drop(client, self._receipt)    -- read by nobody: done
+            end
             return let_go(self)
         elseif ok == false or first == "nonode" then
             -- Not ours: a write of ours happened, or someone deleted it.
@@ -268,7 +278,7 @@ local function drop_claim_now(self, ops)
             if not sent then
                 return lost_claim(self)
             elseif is_ack then
-                return decided_by_item(self, deadline)
+                return decided_by_receipt(self, deadline)
             end
             return let_go(self)
         elseif results then    -- the write went out and failed
@@ -312,7 +322,7 @@ end
 
 
 --- Done with the item: it is removed from the queue (claim and item in one
---- multi).
+--- multi, with a receipt of ours that decides the ack if its reply is lost).
 ---@return true|nil ok, string? err "lost" (not done: our session ended, or our
 ---   claim was deleted; the item is back in the queue) | "notheld" | "unknown"
 ---   (the reply was lost and no server answered in time: ack() again decides) |
@@ -327,7 +337,11 @@ function Item:ack()
     if not held then
         return nil, why
     end
-    return drop_claim(self, { { op = "delete", path = self.path } })
+    if self._unsure ~= "ack" then    -- no receipt of an earlier ack of ours can be there
+        self._ack_at, self._keep = now(), receipts.keep(self.queue.client)
+    end
+    return drop_claim(self, { { op = "delete", path = self.path },
+                              receipts.op(self._receipt, self._keep) })
 end
 
 
