@@ -488,6 +488,8 @@ describe("work_queue #zk", function()
         assert.truthy(zk.wait_until(function() return #receipts() == 2 end, 5, c),
                       "the take did not sweep the old receipt")
         assert.same({ "ack-2", item.claim:match("[^/]+$") }, receipts())
+        -- nor does `zkcoord locks` take one for a lock's node
+        assert.is_nil(require("zkcoord.cli.locks").classify("ack-12884901889"))
         assert.is_true(item:ack())
         assert.same({ nil, "timeout" }, { q:take(0) })
         assert.equal(0, q:len())
