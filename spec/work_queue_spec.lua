@@ -478,13 +478,21 @@ describe("work_queue #zk", function()
         -- left by ackers that died: one kept 1 s, one kept an hour
         assert(c:create("/rcpt/taken/ack-1", "1"))
         assert(c:create("/rcpt/taken/ack-2", "3600"))
-        assert(q:put("two"))
-        assert(q:put("three"))
-        -- kazoo's consumer takes the items, not the receipts
-        assert.equal("two\n", kazoo(zk.hosts() .. root, "/rcpt", { "take", "1", "1" }))
-        c:waiter():sleep(1.5)    -- ack-1 is past its time (a lower bound: no race)
+        for _, d in ipairs { "two", "three", "four" } do assert(q:put(d)) end
+        -- a take reads both: ack-2 is young and stays (ack-1 too, unless
+        -- this machine took a second to get here)
         local item = assert(q:take(1))
-        assert.equal("three", item.data)
+        assert.equal("two", item.data)
+        assert.is_true(item:ack())
+        -- kazoo's consumer takes the items, not the receipts
+        assert.equal("three\n", kazoo(zk.hosts() .. root, "/rcpt", { "take", "1", "1" }))
+        assert.truthy(zk.wait_until(function() return #receipts() <= 2 end, 5, c),
+                      "the ack's receipt stayed")
+        local left = receipts()
+        assert.equal("ack-2", left[#left])
+        c:waiter():sleep(1.5)    -- ack-1 is past its time (a lower bound: no race)
+        item = assert(q:take(1))
+        assert.equal("four", item.data)
         assert.truthy(zk.wait_until(function() return #receipts() == 2 end, 5, c),
                       "the take did not sweep the old receipt")
         assert.same({ "ack-2", item.claim:match("[^/]+$") }, receipts())
@@ -659,7 +667,10 @@ describe("work_queue #zk", function()
         -- ends; the server expires it, another consumer takes the item and
         -- acks it. Back in a new session, ack() finds claim and item gone
         -- and no receipt of ours: "lost" (before: true, from the other's ack).
-        local a, item, sid, proxy = taken_through_proxy("/stolen", "blackhole", nil, true)
+        -- (The request timeout keeps the receipt 60 s: its absence decides
+        -- for 30 s, however slow the machine.)
+        local a, item, sid, proxy = taken_through_proxy("/stolen", "blackhole",
+                                                        { request_timeout = 3 * SHORT }, true)
         assert.same({ nil, "unknown" }, { item:ack() })
         -- the take waits on the claims' watch: our old session's claim goes first
         local theirs = assert(other:work_queue("/stolen"):take(10 * SHORT))

@@ -19,8 +19,9 @@
 -- someone else's ack.
 local contract = require "zkcoord.contract"
 
-local ipairs, tonumber, tostring, type = ipairs, tonumber, tostring, type
-local format, sub, max = string.format, string.sub, math.max
+local ipairs, pairs, tonumber, tostring, type = ipairs, pairs, tonumber, tostring, type
+local setmetatable = setmetatable
+local format, sub, max, huge = string.format, string.sub, math.max, math.huge
 
 local _M = {}
 
@@ -75,13 +76,28 @@ function _M.drop(client, path)
 end
 
 
--- Deletes the receipt `path` when its stat and data (a get's) say it is
--- older than kept at `now` (a server's ctime, seconds).
-local function sweep_one(client, path, now)
+-- Per queue object, when each receipt its takes listed may be swept
+-- (server seconds; false: its read in flight): a receipt is read once
+-- per queue object, not at every take.
+local due_of = setmetatable({}, { __mode = "k" })
+
+
+-- Reads the receipt `name` and deletes it when older than kept at `now`
+-- (a server's ctime, seconds); else notes in `due` when it may go.
+local function sweep_one(q, due, name, now)
+    local client, path = q.client, q.taken .. "/" .. name
+    due[name] = false
     client:send("get", path):on_done(function(data, st)
         local keep = data and tonumber(data)    -- data nil: st is the error
-        if keep and type(st) == "table" and now - st.ctime > keep then
-            client:send("delete", path, st.version)
+        if type(st) ~= "table" then
+            due[name] = nil    -- not read (or gone): a later take looks again
+        elseif not keep then
+            due[name] = huge   -- not a receipt of ours: never swept
+        else
+            due[name] = st.ctime + keep
+            if now > due[name] then
+                client:send("delete", path, st.version)
+            end
         end
     end)
 end
@@ -89,12 +105,26 @@ end
 
 --- Sweeps the receipts of the listing `taken` (of q's taken/) kept past
 --- their time at `now`, the ctime (seconds) of a claim just made: a get
---- each, then a delete, nothing waited for.
+--- for each one not read yet or due, then a delete, nothing waited for.
 function _M.sweep(q, taken, now)
-    local client = q.client
+    local due = due_of[q]
+    if not due then
+        due = {}
+        due_of[q] = due
+    end
+    local listed = {}
     for _, name in ipairs(taken) do
         if sub(name, 1, #PREFIX) == PREFIX then
-            sweep_one(client, q.taken .. "/" .. name, now)
+            listed[name] = true
+            local at = due[name]
+            if at == nil or at and now > at then
+                sweep_one(q, due, name, now)
+            end
+        end
+    end
+    for name in pairs(due) do
+        if not listed[name] then
+            due[name] = nil    -- gone
         end
     end
 end
