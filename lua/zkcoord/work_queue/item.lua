@@ -324,7 +324,8 @@ end
 --- Done with the item: it is removed from the queue (claim and item in one
 --- multi, with a receipt of ours that decides the ack if its reply is lost).
 ---@return true|nil ok, string? err "lost" (not done: our session ended, or our
----   claim was deleted; the item is back in the queue) | "notheld" | "unknown"
+---   claim was deleted; the item is back in the queue, or another consumer's,
+---   who may have acked it) | "notheld" | "unknown"
 ---   (the reply was lost and no server answered in time: ack() again decides) |
 ---   a code
 function Item:ack()
