@@ -686,6 +686,44 @@ describe("work_queue #zk", function()
         assert.same({}, assert(c:children("/stolen/taken")))
     end)
 
+    -- As above, with session and request timeout 1 s: our receipt would be
+    -- kept 10 s, so its absence decides only for 5 s after the ack began.
+    -- The next ack() comes later: returns what it answers.
+    local function asked_past_the_keep(path, stolen)
+        local a, item, sid, proxy = taken_through_proxy(path, "blackhole",
+                                                        { session_timeout = 1, request_timeout = 1 },
+                                                        true)
+        local t0 = proc.now()
+        assert.same({ nil, "unknown" }, { item:ack() })
+        if stolen then
+            local theirs = assert(other:work_queue(path):take(10))
+            assert.is_true(theirs:ack())
+        end
+        c:waiter():sleep(math.max(0, 5.5 - (proc.now() - t0)))    -- a lower bound: no race
+        assert(proxy:pass())
+        assert.truthy(zk.wait_until(function()
+            return a:state() == "connected" and a:session_id() ~= sid
+        end, 5, a), "a did not come back in a new session")
+        return item
+    end
+
+    it("an ack asked when its receipt may be swept: the item gone is unknown, never a guess",
+       function()
+        -- (before: true, from the other consumer's ack)
+        local item = asked_past_the_keep("/swept", true)
+        assert.same({ nil, "unknown" }, { item:ack() })
+        assert.same({ nil, "unknown" }, { item:ack() })
+        assert.equal(0, c:work_queue("/swept"):len())
+    end)
+
+    it("an ack asked when its receipt may be swept: the item still there is lost", function()
+        local item = asked_past_the_keep("/kept", false)
+        assert.same({ nil, "lost" }, { item:ack() })
+        assert.is_false(item:held())
+        local again = assert(other:work_queue("/kept"):take(5))
+        assert.is_true(again:ack())
+    end)
+
     it("an ack that never reached the server past the session timeout answers lost", function()
         -- Black-holed both ways: the ack is not applied; once the session
         -- counts lost the item is back in the queue, and ack() says so.
