@@ -76,6 +76,7 @@ function _M.new(client, path, data, opts)
         _sid = nil,                      -- the session that created it (ephemeral)
         _closed = false,
         _busy = false,
+        _again = false,                  -- _ensure was asked while busy: again after
         _watching = nil,                 -- the path our exists watch is on
         _evs = {},                       -- events of wait()s, set when the node is made
         _own = nil,                      -- the owned_node (ephemeral, not sequential)
@@ -191,9 +192,22 @@ function _M:_wait_for_other(path)
 end
 
 
--- Creates the node unless it is present (idempotent; one at a time).
+-- _ensure again, from the callback runner (a factory: no closure in a
+-- waiting frame).
+local function ensure_later(self)
+    return function() self:_ensure() end
+end
+
+
+-- Creates the node unless it is present (idempotent; one at a time). A
+-- call while a create is in flight (a "connected", a watch: callbacks run
+-- while a request waits) is not dropped: that create may fail for the very
+-- change it tells (made in a session that ended), so we look again after.
 function _M:_ensure()
-    if self._closed or self._busy then
+    if self._closed then
+        return
+    elseif self._busy then
+        self._again = true
         return
     end
     local client = self.client
@@ -211,7 +225,7 @@ function _M:_ensure()
     if self._path and not self._own and self:_watch() then
         return self:_write_owed()
     end
-    self._busy = true
+    self._busy, self._again = true, false
     local ok, err
     for _ = 1, retries.MAX_RACES do    -- again only when the node went between create and watch
         ok, err = self:_create()
@@ -229,6 +243,8 @@ function _M:_ensure()
     end
     if ok and self._closed then
         self:_delete()    -- closed while we were creating it
+    elseif self._again then
+        client:waiter():defer(ensure_later(self))
     end
 end
 
