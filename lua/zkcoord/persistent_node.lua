@@ -75,8 +75,7 @@ function _M.new(client, path, data, opts)
         _path = nil,                     -- the node's path while present
         _sid = nil,                      -- the session that created it (ephemeral)
         _closed = false,
-        _busy = false,
-        _again = false,                  -- _ensure was asked while busy: again after
+        _busy = false, _again = false,   -- a create in flight; asked again meanwhile
         _watching = nil,                 -- the path our exists watch is on
         _evs = {},                       -- events of wait()s, set when the node is made
         _own = nil,                      -- the owned_node (ephemeral, not sequential)
@@ -192,22 +191,12 @@ function _M:_wait_for_other(path)
 end
 
 
--- _ensure again, from the callback runner (a factory: no closure in a
--- waiting frame).
-local function ensure_later(self)
-    return function() self:_ensure() end
-end
-
-
--- Creates the node unless it is present (idempotent; one at a time). A
--- call while a create is in flight (a "connected", a watch: callbacks run
--- while a request waits) is not dropped: that create may fail for the very
--- change it tells (made in a session that ended), so we look again after.
+-- Creates the node unless it is present (idempotent; one at a time). Asked
+-- while creating (callbacks run while a request waits), again after: that
+-- create may fail for the change that asked (made in a session that ended).
 function _M:_ensure()
-    if self._closed then
-        return
-    elseif self._busy then
-        self._again = true
+    self._again = self._busy
+    if self._closed or self._busy then
         return
     end
     local client = self.client
@@ -225,7 +214,7 @@ function _M:_ensure()
     if self._path and not self._own and self:_watch() then
         return self:_write_owed()
     end
-    self._busy, self._again = true, false
+    self._busy = true
     local ok, err
     for _ = 1, retries.MAX_RACES do    -- again only when the node went between create and watch
         ok, err = self:_create()
@@ -234,9 +223,8 @@ function _M:_ensure()
         end
     end
     self._busy = false
-    -- Not logged: what the next "connected" tries again (a request that
-    -- failed or may have failed on the connection), or a node that is not
-    -- ours yet (we watch it).
+    -- Not logged: what the next "connected" tries again (a request that may
+    -- have failed on the connection), or a node not ours yet (we watch it).
     if not ok and err and not (transient[err] or unknown_outcome[err] or err == "closed"
                                or err == "nodeexists") then
         client:log("error", "persistent node " .. self.want .. ": " .. tostring(err))
@@ -244,13 +232,12 @@ function _M:_ensure()
     if ok and self._closed then
         self:_delete()    -- closed while we were creating it
     elseif self._again then
-        client:waiter():defer(ensure_later(self))
+        return self:_ensure()
     end
 end
 
 
--- One try: true (present and watched), false (gone at once: try again),
--- or nil, err.
+-- One try: true (present and watched), false (gone at once: again), or nil, err.
 function _M:_create()
     local client = self.client
     if self.sequential then
