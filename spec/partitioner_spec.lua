@@ -540,6 +540,40 @@ c:close()
         end
     end)
 
+    -- After a pause past the session timeout the loss and the new session
+    -- reach the process together (chaos seed 8302). The "lost" listener
+    -- told what owned() answered, and owned() (held() takes what reached
+    -- the process first) ran the "connected" listener, which took the same
+    -- partitions in the new session: it answered what on_change had last
+    -- told, and on_change ran neither with {} nor with the new session's
+    -- nodes. A listener of ours before the partitioner's holds the "lost"
+    -- callbacks until the new session is connected (state() takes records,
+    -- runs no callback), as the pause did; one after it sees what the
+    -- partitioner told at the loss.
+    it("tells {} at once when its session ends, then its share in the new one", function()
+        local c = clients[1]
+        c:on_state(function(state)
+            if state == "lost" then
+                zk.wait_until(function() return c:state() == "connected" end, 10)
+            end
+        end)
+        local p = assert(c:partitioner("/lost", { partitions = 2, id = "a" }))
+        local views, at_loss = {}, nil
+        p:on_change(function(owned) views[#views + 1] = table.concat(owned, ",") end)
+        c:on_state(function(state)
+            if state == "lost" then at_loss = views[#views] end
+        end)
+        assert.truthy(settle({ c }, function() return views[#views] == "0,1" end))
+        local sid = c:session_id()
+        assert.truthy(zk.expire_session(c))
+        assert.truthy(settle({ c }, function()
+            return c:session_id() ~= sid and at_loss ~= nil and views[#views] == "0,1"
+        end))
+        assert.equal("", at_loss)
+        assert.same({ 0, 1 }, p:owned())
+        p:close()
+    end)
+
     it("raises on bad arguments", function()
         local c = clients[1]
         assert.has_error(function() c:partitioner("/p") end)

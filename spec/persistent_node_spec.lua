@@ -68,6 +68,42 @@ describe("persistent_node #zk", function()
         n:close()
     end)
 
+    -- A "connected" that came while the node was being made was dropped
+    -- (one create at a time), and the create, made in the session that
+    -- then ended, failed: nothing tried again while the new session lived,
+    -- so the node stayed missing (a group's member, a service's instance
+    -- too). The create is made when another session's node at the path
+    -- goes; our watch for the node's creation fires inside that create
+    -- (callbacks run while a request waits), ends our session there and
+    -- waits for the next one: no timing involved.
+    it("is made in the new session when its session ends while it is being made", function()
+        assert(other:create("/svc/twice", "theirs", { ephemeral = true, parents = true }))
+        local n = c:persistent_node("/svc/twice", "ours")    -- watches the other's node
+        assert.is_nil(n:path())
+        local sid1, fired = c:session_id(), false
+        assert(other:delete("/svc/twice"))
+        -- sent before c hears of the delete (and makes its node): fires on that create
+        c:send("exists", "/svc/twice", function(ev)
+            if ev.type == "created" and not fired then
+                fired = true
+                assert(zk.expire_session(c))
+                zk.wait_until(function() return c:state() == "connected" end, 10, c)
+            end
+        end)
+        assert.truthy(zk.wait_until(function()
+            return fired and c:state() == "connected" and c:session_id() ~= sid1
+        end, 20, c))
+        local sid2 = c:session_id()
+        -- within a session timeout of the new session (a session expiry
+        -- above: 0.001 s at load 2)
+        assert.truthy(zk.wait_until(function()
+            local st = other:exists("/svc/twice")
+            return st and st.ephemeral_owner == sid2
+        end, c:session_timeout(), c), "the node was not made in the new session")
+        assert.equal("ours", (other:get("/svc/twice")))
+        n:close()
+    end)
+
     -- A set whose reply is lost may or may not have been applied, and the
     -- node stays in the same session: it used to keep the older data until
     -- the session ended (only a re-creation wrote the latest), so a service

@@ -71,6 +71,28 @@ describe("sessions #zk", function()
         proxy:stop()
     end)
 
+    -- A request of a session that counts as lost fails with why it ended,
+    -- a multi too: its ops' results carried the core's own close of that
+    -- session ("closed"), which the multi answered as its failing op's
+    -- code. "closed" says the request was not applied; a work queue's put
+    -- then took its item for not made, and the item came out all the same
+    -- (chaos seeds 6002, 8104, 8205: a put in flight across a pause).
+    it("a multi of a session that counts as lost fails with sessionexpired", function()
+        local proxy = assert(tcpproxy.start("127.0.0.1", port_of(zk.hosts())))
+        local c = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 2 }
+        proxy:blackhole()
+        assert.truthy(zk.wait_until(function() return c:state() == "suspended" end, 6, c))
+        local f = c:send("multi", { { op = "create", path = "/m", data = "x" } })
+        local g = c:send("create", "/n", "x")
+        -- the clock rule counts the session lost within its timeout
+        assert.same({ nil, "sessionexpired" }, { g:wait(3 * c:session_timeout()) })
+        local ok, err = f:wait(c:session_timeout())
+        assert.is_nil(ok)
+        assert.equal("sessionexpired", err)
+        c:close()
+        proxy:stop()
+    end)
+
     it("removes a watch while disconnected (local removal) without harm", function()
         local port = port_of(zk.hosts())
         local proxy = assert(tcpproxy.start("127.0.0.1", port))

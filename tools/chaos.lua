@@ -17,9 +17,10 @@
 -- run in tools/chaos/recipe/<name>.lua and its checker in
 -- tools/chaos/check/<name>.lua; group, partitioner, persistent node and
 -- service discovery are also probed on the server by the driver every
--- second, and the run settles (no fault for 3 session timeouts + 2 s; DIR/quiet
--- tells the contenders to stop changing registrations) before the end, so
--- that their stable state is checked.
+-- second, and the run settles (no fault for 3 session timeouts + 2 s, from the
+-- start of the last contender restarted; DIR/quiet tells the contenders to
+-- stop changing registrations) before the end, so that their stable state is
+-- checked.
 --
 -- Defaults: 600 s, 8 contenders, a random seed (printed), session timeout
 -- 4 s. Starts a 3-node ZooKeeper ensemble on 127.0.0.1; for each contender

@@ -89,7 +89,11 @@ function _M.new(client, path, opts)
     self._listener = client:on_state(function(state)
         if state == "lost" or state == "closed" then
             self._freed = {}           -- the watches went with the session
-            self:_notify()             -- our nodes too: {} at once
+            -- Our nodes too: {} at once, not what owned() says: its held()
+            -- takes what reached the process first, and may run the new
+            -- session's "connected" (after a pause) and take them again.
+            self:_tell({})
+            self:_notify()             -- then what a new session took
         elseif state == "connected" then
             -- Members may have changed while we were away, and the watch
             -- tells only a change: list them now (one round trip), then
@@ -158,7 +162,11 @@ end
 
 -- Runs on_change when what we own changed since it last ran.
 function _M:_notify()
-    local owned = self:owned()
+    return self:_tell(self:owned())
+end
+
+-- Runs on_change with `owned` unless it is what it last told.
+function _M:_tell(owned)
     local key = concat(owned, ",")
     if key ~= self._told then
         self._told = key

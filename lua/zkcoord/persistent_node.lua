@@ -75,7 +75,7 @@ function _M.new(client, path, data, opts)
         _path = nil,                     -- the node's path while present
         _sid = nil,                      -- the session that created it (ephemeral)
         _closed = false,
-        _busy = false,
+        _busy = false, _again = false,   -- a create in flight; asked again meanwhile
         _watching = nil,                 -- the path our exists watch is on
         _evs = {},                       -- events of wait()s, set when the node is made
         _own = nil,                      -- the owned_node (ephemeral, not sequential)
@@ -191,8 +191,11 @@ function _M:_wait_for_other(path)
 end
 
 
--- Creates the node unless it is present (idempotent; one at a time).
+-- Creates the node unless it is present (idempotent; one at a time). Asked
+-- while creating (callbacks run while a request waits), again after: that
+-- create may fail for the change that asked (made in a session that ended).
 function _M:_ensure()
+    self._again = self._busy
     if self._closed or self._busy then
         return
     end
@@ -220,21 +223,21 @@ function _M:_ensure()
         end
     end
     self._busy = false
-    -- Not logged: what the next "connected" tries again (a request that
-    -- failed or may have failed on the connection), or a node that is not
-    -- ours yet (we watch it).
+    -- Not logged: what the next "connected" tries again (a request that may
+    -- have failed on the connection), or a node not ours yet (we watch it).
     if not ok and err and not (transient[err] or unknown_outcome[err] or err == "closed"
                                or err == "nodeexists") then
         client:log("error", "persistent node " .. self.want .. ": " .. tostring(err))
     end
     if ok and self._closed then
         self:_delete()    -- closed while we were creating it
+    elseif self._again then
+        return self:_ensure()
     end
 end
 
 
--- One try: true (present and watched), false (gone at once: try again),
--- or nil, err.
+-- One try: true (present and watched), false (gone at once: again), or nil, err.
 function _M:_create()
     local client = self.client
     if self.sequential then

@@ -293,6 +293,9 @@ for _, name in ipairs(recipes.ALL) do
         offer(part.weight or 0, function() part.op(ctx, state) end)
     end
 end
+-- The driver's settle counts its quiet time from here (a late start joins
+-- and registers during it).
+proc.write_file_atomic(("%s/c%d.started"):format(dir, id), inc .. "\n")
 
 local function one_op()
     if enabled.lock and proc.file_exists(hold_file) then

@@ -151,11 +151,29 @@ local function servers_up(w)
     end
 end
 
+-- The first running contender that has not started every part of its run
+-- yet (world.started_file), or nil.
+local function starting(w)
+    for _, ci in ipairs(w.contenders) do
+        if ci.status == "running"
+                and proc.read_file(world.started_file(w, ci)) ~= ci.inc .. "\n" then
+            return ci
+        end
+    end
+    return nil
+end
+
 -- With the recipes that promise a stable state (a group's views, the
 -- partitions' owners, persistent nodes): every server up, then no fault
 -- for 3 session timeouts + 2 s (a killed contender's session expires, the
 -- members see it, take their share), probing all along, then 3 more probes:
 -- the checker (chaos/check/stable.lua) compares the views with these.
+-- A contender restarted near the end starts its parts during the settle:
+-- its group join waits out its killed predecessor's session (a session
+-- timeout, more under load) before it registers its instances, a change of
+-- the membership. The quiet time then counts from its start (at most one
+-- more settle): else no probe came that long after the last change, and
+-- the checkers found the run "never stable" (seed 41, load 11).
 local function settle(w)
     local any = false
     for _, part in ipairs(w.parts) do
@@ -172,7 +190,17 @@ local function settle(w)
     w.dlog("settle", { secs = quiet })
     w.say(("chaos: no fault for %g s, then the stable state is probed"):format(quiet))
     local t_end = now() + quiet + 3
+    local t_cap = t_end + quiet + 3
+    local late
     while now() < t_end do
+        local ci = starting(w)
+        if ci then
+            late = late or { target = ci.id, inc = ci.inc }
+            t_end = math.min(t_cap, now() + quiet + 3)
+        elseif late then
+            w.dlog("settle_started", late)     -- the quiet time counts from here
+            late = nil
+        end
         probe(w)
         proc.sleep(0.05)
     end

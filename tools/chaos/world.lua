@@ -101,6 +101,12 @@ function _M.hold_file(w, ci)
     return ("%s/c%d.hold"):format(w.dir, ci.id)
 end
 
+--- The file in which contender ci writes its incarnation once every part
+--- of its run has started (the driver's settle waits for it).
+function _M.started_file(w, ci)
+    return ("%s/c%d.started"):format(w.dir, ci.id)
+end
+
 --- Kills what is still running: contenders, proxies, the ensemble.
 function _M.cleanup(w)
     for _, ci in ipairs(w.contenders) do

@@ -267,7 +267,14 @@ local function finish_multi(p)
         end
     end
     if p.rc ~= RC_OK then
-        return nil, first_err or entry_err(p), results
+        -- Ops failed with the multi's own code (the connection dropped, the
+        -- core closed a lost session) tell no failing op: the request's
+        -- error does, and says why a session that ended ended (not
+        -- "closed", which would say the multi was not applied).
+        if first_err == nil or first_err == errname(p.rc) then
+            first_err = entry_err(p)
+        end
+        return nil, first_err, results
     end
     return results
 end
