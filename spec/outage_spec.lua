@@ -326,6 +326,34 @@ describe("a try-once on a link gone silent #zk", function()
         c:close()
         srv:destroy()
     end)
+
+    -- A timed-out acquire returns once its node's delete is applied, on a
+    -- slow link too: another coroutine's read in flight for longer than a
+    -- few round trips made the link count as silent (link_silent), and the
+    -- code before returned without waiting (lock_spec failed so at load).
+    it("a timed-out acquire on a link turned slow returns once its node is gone", function()
+        local srv = server()
+        local holder = zk.client { servers = srv.direct, session_timeout = LONG }
+        local looker = zk.client { servers = srv.direct, session_timeout = LONG }
+        local c = client(srv, 10)
+        local held = holder:lock("/gone/l")
+        assert(held:acquire(1))
+        local res
+        c:spawn(function() res = { c:lock("/gone/l"):acquire(1) } end)
+        c:run(0.3)                                   -- in line behind the holder
+        assert.are.equal(2, #assert(looker:children("/gone/l")))
+        assert(srv.proxy:delay(0.6))                 -- each way: a round trip of 1.2 s
+        c:spawn(function() c:exists("/") end)        -- in flight at the deadline
+        assert.truthy(c:run(5), "the acquire did not return")
+        assert.are.same({ nil, "timeout" }, res)
+        assert.are.same(1, #assert(looker:children("/gone/l")), "our node is still there")
+        assert(srv.proxy:pass())
+        assert(held:release())
+        holder:close()
+        looker:close()
+        c:close()
+        srv:destroy()
+    end)
 end)
 
 

@@ -52,13 +52,16 @@ local _M = {}
 -- delete is applied (as kazoo's lock does): another session that looks
 -- right after sees no node of ours. Requests of one session run in order,
 -- so the reply of a read sent after the delete comes after it; waited for
--- at most the request timeout, and not on a silent link (the delete then
--- goes out once connected, as leave()'s always does).
+-- while the connection lives, at most the request timeout, as a try-once
+-- waits (contract.wait_once): a link silent for a few round trips is a
+-- loaded machine as often as a lost link, and skipping the read there let
+-- another session still see our node (lock_spec, at load). On a lost link
+-- the delete goes out once connected, as leave()'s always does.
 local function give_up(self)
     local path, mine = self._node, self:_owns_node()
     self:leave()
     local client = self.client
-    if path and mine and client:state() == "connected" and not client:link_silent() then
+    if path and mine and client:state() == "connected" then
         client:send("exists", path):wait(contract.request_timeout(client))
     end
 end
