@@ -1,7 +1,8 @@
 -- bench/ngx_hot.lua: one hot lock in nginx (issue 30, items 3 and 4).
 --   luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]
 --                            [--only plain,cohort,sleep] [--cap SECONDS]
---                            [--perf DIR] [--profile] [--events TEXT] [--doc]
+--                            [--perf DIR] [--profile] [--during join|serve]
+--                            [--events TEXT] [--doc]
 -- Starts its own standalone ZooKeeper (zkcoord.testing.server) and, for each
 -- point, a fresh private nginx (1 or 4 workers, doorbell pump). This process
 -- holds one exclusive lock; N requests (one connection each, sent 500 at a
@@ -29,7 +30,11 @@
 --  * --perf DIR: `perf record -g` of the worker (one worker) while they
 --    join, into DIR/<shape>-<count>.data (`perf report -i ...`);
 --  * --profile: LuaJIT's profiler (jit.profile) in the worker while they
---    join: the functions where the worker's Lua spent its samples.
+--    join: the functions where the worker's Lua spent its samples;
+--  * --during serve: --perf and --profile while they are served instead;
+--  * per handoff while served: the scheduler's time (run, and runnable but
+--    waiting for a CPU) of the worker's event loop, of its libzookeeper
+--    threads and of the server, over N (/proc/.../task/*/schedstat).
 -- --events TEXT adds lines to nginx's events block (an operator's
 -- settings: "multi_accept on;").
 -- --doc writes the table into docs/PERFORMANCE.md (<!-- ngx-hot -->).
@@ -57,10 +62,10 @@ local opts = options.parse(arg, {
     name = "ngx_hot.lua",
     usage = "usage: luajit bench/ngx_hot.lua [--counts 1000,5000,10000] [--workers 1,4]"
         .. " [--only plain,cohort,sleep] [--cap SECONDS] [--perf DIR] [--profile]"
-        .. " [--events TEXT] [--doc]",
+        .. " [--during join|serve] [--events TEXT] [--doc]",
     status = 64,
     defaults = { counts = { 1000, 5000, 10000 }, workers = { 1 }, cap = 60, doc = false,
-                 profile = false },
+                 profile = false, during = "join" },
     options = {
         ["--counts"] = options.numbers,
         ["--workers"] = options.numbers,
@@ -68,6 +73,10 @@ local opts = options.parse(arg, {
         ["--cap"] = "number",
         ["--perf"] = "string",
         ["--profile"] = "flag",
+        ["--during"] = function(v)
+            if v ~= "join" and v ~= "serve" then return nil, "takes join or serve" end
+            return v
+        end,
         ["--events"] = "string",
         ["--doc"] = "flag",
     },
@@ -77,6 +86,12 @@ local CHUNK = 500        -- requests sent per burst
 local PING_EVERY = 0.01  -- s between pings
 local SERVE_CAP = 120    -- s for all to be served after the release
 local SETTLE = 3         -- s after the last grant before "RSS after"
+-- s between two looks at the waiters' connections while they are served
+-- (the served time is the workers' grant stamps, not when we read the
+-- answers): looking every 1 ms, at up to 10,000 sockets each time, took
+-- this process 130-200 µs of CPU per handoff, as much as the worker, on
+-- the same cores as the worker and the server.
+local POLL_SERVED = 0.05
 
 local APP = [==[
 local zn = require "zkcoord.ngx"
@@ -254,6 +269,45 @@ local function rss_mb(pids)
     return kb / 1024
 end
 
+-- The scheduler's counts of the workers' and the server's threads.
+local function sched_of(pids, server_pid)
+    local t = { server = proc.schedstat(server_pid), bench = proc.schedstat(proc.getpid()) }
+    for i, pid in ipairs(pids) do t[i] = { pid = pid, threads = proc.schedstat(pid) } end
+    return t
+end
+
+-- Where a phase's time went, summed over the workers: their main threads
+-- (nginx's event loop: all the Lua), their other threads (libzookeeper's
+-- IO and completion threads, the heartbeat), and the server; each as
+-- { run, wait, slices } (seconds on a CPU; runnable, waiting for one).
+local function sched_split(before, after)
+    local out = { main = { 0, 0, 0 }, zk = { 0, 0, 0 } }
+    local function add(into, a, b, c)
+        into[1], into[2], into[3] = into[1] + a, into[2] + b, into[3] + c
+    end
+    for i, w in ipairs(after) do
+        local pid = w.pid
+        add(out.main, proc.schedstat_delta(before[i].threads, w.threads,
+            function(t) return t.tid == pid end))
+        add(out.zk, proc.schedstat_delta(before[i].threads, w.threads,
+            function(t) return t.tid ~= pid end))
+    end
+    out.server = { proc.schedstat_delta(before.server, after.server) }
+    out.bench = { proc.schedstat_delta(before.bench, after.bench) }
+    return out
+end
+
+-- One line: per handoff (the phase's sums over `n`), in µs.
+local function sched_line(s, n)
+    local function cell(x)
+        return ("%.0f on CPU, %.0f waiting for one, %.2f slices"):format(x[1] / n * 1e6,
+            x[2] / n * 1e6, x[3] / n)
+    end
+    return ("  per handoff while served (µs): worker's event loop %s; its libzookeeper threads %s;"
+        .. " the server %s; this bench (its clients) %s\n"):format(cell(s.main), cell(s.zk),
+        cell(s.server), cell(s.bench))
+end
+
 local function number_of(n, path)
     local status, body = n:get(path, 30)
     assert(status == 200, path .. ": " .. tostring(body))
@@ -339,9 +393,10 @@ local function one_point(srv, admin, root, workers, count, shape)
         else
             assert(holder:acquire(10))
         end
-        local perf = opts.perf and workers == 1
+        local serving = opts.during == "serve"
+        local perf = opts.perf and workers == 1 and not serving
             and start_perf(pids[1], ("%s/%s-%d.data"):format(opts.perf, shape, count))
-        if opts.profile then number_of(n, "/prof?start=1") end
+        if opts.profile and not serving then number_of(n, "/prof?start=1") end
         local ping = pinger(ping_port)
         number_of(n, "/turn")
         local batches = {}
@@ -369,10 +424,15 @@ local function one_point(srv, admin, root, workers, count, shape)
         end
         r.join = proc.now() - t0
         if perf then stop_perf(perf) end
-        if opts.profile then
+        if opts.profile and not serving then
             local _, body = n:get("/prof", 30)
             io.stderr:write("  jit.profile while joining (samples, vmstate, stack leaf first):\n",
                             body)
+        end
+        if serving then
+            perf = opts.perf and workers == 1
+                and start_perf(pids[1], ("%s/%s-%d.data"):format(opts.perf, shape, count))
+            if opts.profile then number_of(n, "/prof?start=1") end
         end
         r.join_turn = number_of(n, "/turn")
         r.join_cpu = (cpu_ticks(pids) - c0) / CLK_TCK / r.join
@@ -383,17 +443,32 @@ local function one_point(srv, admin, root, workers, count, shape)
         r.rss1 = rss_mb(pids)
         -- Release; served while /ping goes on.
         local c1 = cpu_ticks(pids)
+        local sched0 = sched_of(pids, srv.pid)
         local t_rel = zkcoord.now()
         if sleep then
             n:get("/go?on=1")
         else
             assert(holder:release())
         end
-        while poll_all(batches) > 0 and zkcoord.now() - t_rel < SERVE_CAP do
+        local polled = 0
+        while zkcoord.now() - t_rel < SERVE_CAP do
+            if proc.now() - polled >= POLL_SERVED then
+                if poll_all(batches) == 0 then break end
+                polled = proc.now()
+            end
             ping:maybe(r.serve_pings)
             proc.sleep(0.001)
         end
         local t_end = zkcoord.now()
+        if serving then
+            if perf then stop_perf(perf) end
+            if opts.profile then
+                local _, body = n:get("/prof", 30)
+                io.stderr:write("  jit.profile while served (samples, vmstate, stack leaf first):\n",
+                                body)
+            end
+        end
+        r.sched = sched_split(sched0, sched_of(pids, srv.pid))
         r.serve_turn = number_of(n, "/turn")
         r.serve_cpu = (cpu_ticks(pids) - c1) / CLK_TCK / (t_end - t_rel)
         local failed = 0
@@ -514,6 +589,7 @@ local ok, err = pcall(function()
                         .. "they were missing from the line: %d; most CPU in one turn of a "
                         .. "worker: %s joining, %s served\n"):format((r.heap or 0) / 1024,
                         r.missing_logged, fmt_ms(r.join_turn), fmt_ms(r.serve_turn)))
+                    if r.sched then io.stderr:write(sched_line(r.sched, r.count)) end
                 end
             end
         end

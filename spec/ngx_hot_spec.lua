@@ -92,6 +92,43 @@ function _M.wake()
     ngx.say(table.concat(order, " "), " abandoned ", abandoned)
 end
 
+-- /reap?n=N: N light threads of this request wait on events of the
+-- client's waiter, every 100th is killed, and the reaper is waited for
+-- (at most 10 s) to take all their events for abandoned. Answers the
+-- seconds that took and how many events were taken (only the killed
+-- ones should be); then the others are set and go.
+function _M.reap()
+    local n = tonumber(ngx.var.arg_n)
+    local w = assert(zn.client()):waiter()
+    local evs, threads = {}, {}
+    for i = 1, n do
+        evs[i] = w:event()
+        threads[i] = ngx.thread.spawn(function() return evs[i]:wait(60) end)
+    end
+    ngx.sleep(0.01)
+    local t0 = ngx.now()
+    for i = 100, n, 100 do assert(ngx.thread.kill(threads[i])) end
+    local function all_taken()
+        for i = 100, n, 100 do
+            if not evs[i].abandoned then return false end
+        end
+        return true
+    end
+    while not all_taken() and ngx.now() - t0 < 10 do ngx.sleep(0.01) end
+    ngx.update_time()
+    local took, abandoned = ngx.now() - t0, 0
+    for i = 1, n do
+        if evs[i].abandoned then abandoned = abandoned + 1 end
+    end
+    for i = 1, n do
+        if i % 100 ~= 0 then evs[i]:set() end
+    end
+    for i = 1, n do
+        if i % 100 ~= 0 then assert(ngx.thread.wait(threads[i])) end
+    end
+    ngx.say(("%.3f %d"):format(took, abandoned))
+end
+
 -- /client_drain: 200 requests sent, the worker blocked 0.3 s (its pump
 -- cannot run: the replies wait in the core's queue), then the worker's
 -- client asked for; answers how many of the 200 were completed by that.
@@ -136,6 +173,7 @@ local HTTP = [[
         location = /xlock { content_by_lua_block { require("app").xlock() } }
         location = /gap { content_by_lua_block { require("app").gap() } }
         location = /wake { content_by_lua_block { require("app").wake() } }
+        location = /reap { content_by_lua_block { require("app").reap() } }
         location = /client_drain { content_by_lua_block { require("app").client_drain() } }
         location = /listings { content_by_lua_block { require("app").listings() } }
         location = /state { content_by_lua_block { require("app").state() } }
@@ -279,6 +317,23 @@ describe("ngx, one hot lock #zk #ngx", function()
         end
         assert(worst <= 4 * budget, ("the worker worked %.1f ms in a turn, bound %.1f ms")
             :format(worst * 1e3, 4 * budget * 1e3))
+    end)
+
+    it("with more waiting than a tick visits, killed waiters are still reaped, and only they",
+       function()
+        -- A tick visits at most VISITS waiting events (zkcoord.wait.ngx.
+        -- ticker), going on where the last one stopped: a round over 2.5
+        -- times that spans three ticks (before, every tick visited all).
+        -- 25 killed, spread over the set: a round that did not go on would
+        -- leave those it never reaches.
+        local count = math.floor(require("zkcoord.wait.ngx.ticker").VISITS * 2.5 / 100) * 100
+        local status, body = n:get(("/reap?n=%d"):format(count), 60)
+        assert.are.equal(200, status, body)
+        local took, abandoned = body:match("^(%S+) (%d+)")
+        print(("\n[ngx_hot] %d killed waiters among %d reaped in %.0f ms"):format(count / 100,
+            count, tonumber(took) * 1e3))
+        assert.are.equal(tostring(count / 100), abandoned, body)
+        assert(tonumber(took) < 10, "not reaped within 10 s")
     end)
 
     it("asking for the worker's client completes no queued reply (the pump's batches do)",

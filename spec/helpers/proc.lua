@@ -75,4 +75,46 @@ function _M.raise_nofile(want)
     return tonumber(rl.cur)
 end
 
+--- The threads of process `pid` as the scheduler counted them so far
+--- (/proc/<pid>/task/<tid>/schedstat): a list of { tid, comm, run, wait,
+--- slices }, run and wait in seconds (on a CPU; runnable but waiting for
+--- one), slices the times it got a CPU. Benches split a phase's time per
+--- thread with two of these (`schedstat_delta`).
+function _M.schedstat(pid)
+    local list = {}
+    local ls = io.popen("ls /proc/" .. pid .. "/task 2>/dev/null")
+    for tid in ls:lines() do
+        local f = io.open(("/proc/%s/task/%s/schedstat"):format(pid, tid))
+        local text = f and f:read("*a")
+        if f then f:close() end
+        local run, wait, slices = (text or ""):match("^(%d+) (%d+) (%d+)")
+        if run then
+            local c = io.open(("/proc/%s/task/%s/comm"):format(pid, tid))
+            local comm = c and c:read("*l") or "?"
+            if c then c:close() end
+            list[#list + 1] = { tid = tonumber(tid), comm = comm, run = tonumber(run) * 1e-9,
+                                wait = tonumber(wait) * 1e-9, slices = tonumber(slices) }
+        end
+    end
+    ls:close()
+    return list
+end
+
+
+--- What the threads of `after` (a schedstat list) did since `before`
+--- (an earlier one of the same process), summed over the threads that
+--- `pick(thread)` takes (nil: all): run, wait (seconds), slices.
+function _M.schedstat_delta(before, after, pick)
+    local was = {}
+    for _, t in ipairs(before) do was[t.tid] = t end
+    local run, wait, slices = 0, 0, 0
+    for _, t in ipairs(after) do
+        if not pick or pick(t) then
+            local b = was[t.tid] or { run = 0, wait = 0, slices = 0 }
+            run, wait, slices = run + t.run - b.run, wait + t.wait - b.wait, slices + t.slices - b.slices
+        end
+    end
+    return run, wait, slices
+end
+
 return _M

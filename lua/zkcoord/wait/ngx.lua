@@ -96,6 +96,8 @@ function _M.new(client, pump)
         threads = setmetatable({}, { __mode = "k" }), -- coroutine -> light threads it spawned
         ticking = false,      -- the ticker's timer is pending
         next_peek = 0,        -- when the reaper next peeks at client sockets (ngx.now())
+        reap_round = false,   -- the ticker's rounds over live and scopes (ticker.lua)
+        scope_round = false,
     }, mt)
     local ok, err, detail = loop.start(self)
     if not ok then
