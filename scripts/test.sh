@@ -31,10 +31,10 @@ done
 # *_spec.lua under spec/ follows (spec/regress/ too), so new files are
 # picked up.
 if [ ${#files[@]} -eq 0 ]; then
-  first=(spec/ngx_spec.lua spec/chaos_spec.lua spec/soak_spec.lua
-         spec/valgrind_soak_spec.lua spec/fuzz_spec.lua spec/bench_spec.lua
-         spec/session_spec.lua spec/cli_spec.lua spec/work_queue_spec.lua
-         spec/line_spec.lua)
+  first=(spec/ngx_spec.lua spec/chaos_spec.lua spec/outage_spec.lua
+         spec/soak_spec.lua spec/valgrind_soak_spec.lua spec/fuzz_spec.lua
+         spec/bench_spec.lua spec/session_spec.lua spec/cli_spec.lua
+         spec/work_queue_spec.lua spec/line_spec.lua)
   for f in "${first[@]}"; do [ -f "$f" ] && files+=("$f"); done
   for f in spec/*_spec.lua spec/*/*_spec.lua; do
     [ -f "$f" ] || continue
@@ -100,10 +100,17 @@ run_tls_sanitized() {
     busted -o utfTerminal --exclude-tags=slow,nosan "${bargs[@]}" "$1"
 }
 
-# Job list: "kind file"; the rock smoke (one long job) starts first.
+# Job list: "kind file"; the rock smoke (one long job) starts first, then
+# the long files with both builds (a long sanitized run started last would
+# leave the other slots idle at the end), then the rest.
 queue=()
 if [ "$quick" = 0 ]; then queue+=("rock -"); fi
-for f in "${files[@]}"; do queue+=("normal $f"); done
+nfirst=0
+if [ ${#files[@]} -gt 0 ]; then
+  for f in "${first[@]:-}"; do
+    [ "${files[$nfirst]:-}" = "$f" ] && nfirst=$((nfirst + 1))
+  done
+fi
 # The sanitizer run is for the C core: recipe specs whose C calls are the
 # client's plain operations (run under ASan by the client, session,
 # outage, nginx, fuzz and soak specs) run with the normal build only, to
@@ -111,10 +118,17 @@ for f in "${files[@]}"; do queue+=("normal $f"); done
 nosan=" spec/work_queue_spec.lua spec/cohort_spec.lua spec/partitioner_spec.lua"
 nosan+=" spec/election_spec.lua spec/semaphore_spec.lua spec/lock_spec.lua"
 nosan+=" spec/barrier_spec.lua spec/cache_spec.lua "
-if [ "$quick" = 0 ]; then
-  for f in "${files[@]}"; do
+sanitized_of() {
+  [ "$quick" = 0 ] || return 0
+  for f in "$@"; do
     case $nosan in *" $f "*) ;; *) queue+=("sanitized $f") ;; esac
   done
+}
+for f in "${files[@]:0:$nfirst}"; do queue+=("normal $f"); done
+sanitized_of "${files[@]:0:$nfirst}"
+for f in "${files[@]:$nfirst}"; do queue+=("normal $f"); done
+sanitized_of "${files[@]:$nfirst}"
+if [ "$quick" = 0 ]; then
   for f in "${files[@]}"; do
     case $f in
       spec/tls_spec.lua|spec/sasl_spec.lua) queue+=("tls $f" "tls_sanitized $f") ;;

@@ -13,6 +13,11 @@ local proc = require "helpers.proc"
 local tcpproxy = require "helpers.tcpproxy"
 local unpack = require("zkcoord.compat").unpack
 
+-- Under the sanitizer run (scripts/test.sh) only the parts whose C paths
+-- no other sanitized spec takes (a session ended on a side handle, the
+-- handshake watchdog, reconnects after an outage); the try-once, the work
+-- queue's ack and nginx's parts (#nosan) are Lua over the same calls, and
+-- ngx_spec runs the core under nginx sanitized.
 local T = 4            -- the session timeout of the process cut off
 local LONG = 20        -- the others': they outlive the outage
 
@@ -224,7 +229,7 @@ end)
 -- (28.6 had it answer after a few round trips, at least 0.2 s: on a live
 -- link whose reply was late, as at load 30, that said connectionloss while
 -- connected; Curator's and kazoo's try-once wait for their replies too.)
-describe("a try-once on a link gone silent #zk", function()
+describe("a try-once on a link gone silent #zk #nosan", function()
     it("answers connectionloss once libzookeeper gives the connection up, then at once", function()
         local srv = server()
         local S = 3
@@ -357,7 +362,7 @@ describe("a try-once on a link gone silent #zk", function()
 end)
 
 
-describe("a work-queue write whose reply is lost #zk", function()
+describe("a work-queue write whose reply is lost #zk #nosan", function()
     it("ack() past its deadline with the reply late says unknown, and the next ack decides", function()
         local srv = server()
         local proxy = srv.proxy
@@ -597,7 +602,7 @@ local NGX_HTTP = [[
     }
 ]]
 
-describe("a short outage in nginx #zk #ngx", function()
+describe("a short outage in nginx #zk #ngx #nosan", function()
     -- 8 workers of a new nginx on `srv`, all connected. Returns the
     -- instance, the sorted sessions of its workers (once all 8 are in
     -- `state`, else nil) as a function, and the sessions now.
