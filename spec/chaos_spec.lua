@@ -82,8 +82,12 @@ describe("chaos over the rest of the catalog #zk #slow", function()
     -- (all three participants must move) and the election run alone, as
     -- beside another workload they, or it, sometimes got fewer than 3
     -- rounds under the suite's load (judged nothing).
-    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore" },
-                   { "barrier", "lease", "multi_lease", "local_lock" },
+    -- The barrier needs many turns (a wait only once some contender's
+    -- barrier is set): beside the local lock's long turns it got none in
+    -- a loaded 9 s run (seed 809922), so the local lock goes with the
+    -- locks, whose grants come quickly.
+    local RUNS = { { "cohort_lock", "cohort_rwlock", "multi_lock", "semaphore", "local_lock" },
+                   { "barrier", "lease", "multi_lease" },
                    { "double_barrier" }, { "election" },
                    { "work_queue", "group", "partitioner", "persistent_node",
                      "service_discovery" } }
