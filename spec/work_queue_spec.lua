@@ -738,27 +738,35 @@ describe("work_queue #zk", function()
         assert.equal(0, c:work_queue("/never"):len())
     end)
 
-    it("an ack whose claim someone deleted and whose reply was lost says lost; the item stays",
-       function()
-        -- The claim is deleted just before the ack's multi goes out (so the
-        -- multi is not applied), and the connection is cut before its
-        -- reply. Back in the same session the claim is gone: the item
-        -- decides (before: taken for the ack's doing, true, and the item
-        -- stayed in the queue for a second consumer to do again).
+    -- A consumer takes "job" from `path`; just before its ack's multi goes
+    -- out, its claim is deleted (so the multi is not applied), `meanwhile()`
+    -- runs, and the connection is cut before the reply. Returns what the
+    -- ack answered, the consumer, its item and its session id before.
+    local function ack_without_claim(path, meanwhile)
         local proxy = start_proxy()
         local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
-        assert(c:work_queue("/undone"):put("job"))
-        local item = assert(a:work_queue("/undone"):take(5))
+        assert(c:work_queue(path):put("job"))
+        local item = assert(a:work_queue(path):take(5))
         local sid = a:session_id()
         around_write(a, function(go)
             assert(zk.admin():delete(root .. item.claim))
+            meanwhile()
             assert(proxy:delay(1))    -- its reply cannot come before the cut
             local f = go()
             assert(proxy:cut())
             assert(proxy:pass())
             return f
         end)
-        assert.same({ nil, "lost" }, { item:ack() })
+        return { item:ack() }, a, item, sid
+    end
+
+    it("an ack whose claim someone deleted and whose reply was lost says lost; the item stays",
+       function()
+        -- Back in the same session the claim is gone: the item decides
+        -- (before: taken for the ack's doing, true, and the item stayed in
+        -- the queue for a second consumer to do again).
+        local res, a, item, sid = ack_without_claim("/undone", function() end)
+        assert.same({ nil, "lost" }, res)
         assert.equal(sid, a:session_id())
         assert.is_false(item:held())
         assert.equal(1, c:work_queue("/undone"):len())
@@ -772,22 +780,11 @@ describe("work_queue #zk", function()
         -- our multi goes out (not applied: our claim is gone). Back in the
         -- same session claim and item are gone, and no receipt of ours:
         -- "lost" (before: true, from the other's ack).
-        local proxy = start_proxy()
-        local a = zk.client { servers = proxy.hosts, chroot = root, session_timeout = 10 }
-        assert(c:work_queue("/taken2"):put("job"))
-        local item = assert(a:work_queue("/taken2"):take(5))
-        local sid = a:session_id()
-        around_write(a, function(go)
-            assert(zk.admin():delete(root .. item.claim))
+        local res, a, item, sid = ack_without_claim("/taken2", function()
             local theirs = assert(other:work_queue("/taken2"):take(5))
             assert.is_true(theirs:ack())
-            assert(proxy:delay(1))    -- its reply cannot come before the cut
-            local f = go()
-            assert(proxy:cut())
-            assert(proxy:pass())
-            return f
         end)
-        assert.same({ nil, "lost" }, { item:ack() })
+        assert.same({ nil, "lost" }, res)
         assert.equal(sid, a:session_id())
         assert.is_false(item:held())
         assert.equal(0, c:work_queue("/taken2"):len())
