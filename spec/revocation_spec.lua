@@ -142,41 +142,25 @@ describe("revocation #zk", function()
         assert.is_true(w2:requested())
     end)
 
-    it("lock: on_revoke registered while suspended hears a request once connected", function()
-        -- Before zkcoord.revocation, the lock's get failed with the
-        -- connection and was never sent again: the request went unheard.
-        local pc = proxied()
-        local l = pc:lock("/l", { owner = "holder" })
-        assert.is_true(l:acquire(5))
-        local node, sid = l:node(), pc:session_id()
-        local asked
-        suspend(pc)
-        l:on_revoke(function(owner, n) asked = { owner, n } end)
-        resume(pc, sid)
-        assert.is_true(lockmod.revoke(other, node))
-        assert.truthy(zk.wait_until(function() return asked ~= nil end, 10, pc), "not asked")
-        assert.same({ "holder", node }, asked)
-        assert.is_true(l:held())
-        l:release()
-    end)
-
-    it("cohort lock: on_revoke registered while suspended hears a request once connected",
-       function()
-        -- The cohort watches its node itself (one watch for all its
-        -- holders); before it used zkcoord.revocation, its get failed with
-        -- the connection and was never sent again.
-        local pc = proxied()
-        local l = pc:lock("/l", { owner = "holder", cohort = true })
-        assert.is_true(l:acquire(5))
-        local node, sid = l:node(), pc:session_id()
-        local asked
-        suspend(pc)
-        l:on_revoke(function(owner, n) asked = { owner, n } end)
-        resume(pc, sid)
-        assert.is_true(lockmod.revoke(other, node))
-        assert.truthy(zk.wait_until(function() return asked ~= nil end, 10, pc), "not asked")
-        assert.same({ "holder", node }, asked)
-        assert.is_true(l:held())
-        l:release()
-    end)
+    -- Before zkcoord.revocation, the lock's get (and the cohort's, which
+    -- watches its node itself, one watch for all its holders) failed with
+    -- the connection and was never sent again: the request went unheard.
+    for _, form in ipairs { { "lock", false }, { "cohort lock", true } } do
+        it(form[1] .. ": on_revoke registered while suspended hears a request once connected",
+           function()
+            local pc = proxied()
+            local l = pc:lock("/l", { owner = "holder", cohort = form[2] })
+            assert.is_true(l:acquire(5))
+            local node, sid = l:node(), pc:session_id()
+            local asked
+            suspend(pc)
+            l:on_revoke(function(owner, n) asked = { owner, n } end)
+            resume(pc, sid)
+            assert.is_true(lockmod.revoke(other, node))
+            assert.truthy(zk.wait_until(function() return asked ~= nil end, 10, pc), "not asked")
+            assert.same({ "holder", node }, asked)
+            assert.is_true(l:held())
+            l:release()
+        end)
+    end
 end)
